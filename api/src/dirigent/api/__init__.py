@@ -1,0 +1,1 @@
+"""dirigent.api — the REST API."""

@@ -1,0 +1,1 @@
+"""dirigent.blocks — the built-in blocks, connection kinds and notifiers."""

@@ -1,0 +1,1 @@
+"""dirigent.sdk — the block contract a third-party block imports."""

@@ -1,0 +1,1 @@
+"""dirigent.cli — the dirigent command."""

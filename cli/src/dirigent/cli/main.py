@@ -1,0 +1,16 @@
+"""The `dirigent` command: one entry point, one sub-command per process or task."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="dirigent: pipelines on Kubernetes.")
+
+
+@app.callback()
+def _root() -> None:
+    """dirigent: a Kubernetes-native pipeline orchestrator."""
+
+
+def main() -> None:
+    app()

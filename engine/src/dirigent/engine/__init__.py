@@ -1,0 +1,1 @@
+"""dirigent.engine — manifest models, validation, store, runtime and plugin host."""

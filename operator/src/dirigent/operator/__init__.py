@@ -1,0 +1,1 @@
+"""dirigent.operator — the Kubernetes operator."""
