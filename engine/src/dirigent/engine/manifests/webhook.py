@@ -1,0 +1,86 @@
+"""The Webhook manifest: an inbound URL that starts its pipeline from a JSON payload.
+
+``paramsFromPayload`` maps parameter names to JSONPath-lite paths (``$.a.b.0``): a leading
+``$.``, dotted keys, numeric segments for list elements. No filters, wildcards or slices: a
+mapping a reviewer cannot evaluate in their head is one nobody can audit.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, JsonValue, field_validator
+from pydantic_core import PydanticCustomError
+
+from dirigent.engine.manifests.base import Model, ObjectMeta, SecretKeyRef
+from dirigent.sdk.names import EntityName
+
+PAYLOAD_PATH = re.compile(r"^\$(\.([A-Za-z_][A-Za-z0-9_-]*|[0-9]+))+$")
+
+
+def parse_payload_path(path: str) -> tuple[str | int, ...] | None:
+    """``$.a.b.0`` -> ("a", "b", 0); None when the path is not JSONPath-lite."""
+    if not PAYLOAD_PATH.match(path):
+        return None
+    return tuple(int(s) if s.isdigit() else s for s in path[2:].split("."))
+
+
+_MISSING = object()
+
+
+def read_payload_path(payload: JsonValue, path: tuple[str | int, ...]) -> JsonValue | object:
+    """The value at ``path``, or a sentinel when the payload has nothing there."""
+    node: object = payload
+    for seg in path:
+        if isinstance(seg, int) and isinstance(node, list) and 0 <= seg < len(node):
+            node = node[seg]
+        elif isinstance(node, dict) and str(seg) in node:
+            node = node[str(seg)]
+        else:
+            return _MISSING
+    return node
+
+
+def is_missing(value: object) -> bool:
+    return value is _MISSING
+
+
+class RateLimit(Model):
+    """A per-token bucket, per API process."""
+
+    per_minute: Annotated[int, Field(ge=1, le=100_000)] = 60
+    burst: Annotated[int, Field(ge=1, le=100_000)] | None = None
+
+
+class WebhookSpec(Model):
+    pipeline: EntityName = Field(description="A Pipeline in the same namespace.")
+    params_from_payload: dict[str, str] = Field(default_factory=dict)
+    hmac_secret_ref: SecretKeyRef | None = Field(
+        default=None,
+        description="When set, deliveries must carry X-Dirigent-Signature (HMAC-SHA256).",
+    )
+    rate_limit: RateLimit | None = None
+    enabled: bool = True
+
+    @field_validator("params_from_payload")
+    @classmethod
+    def _paths_parse(cls, mapping: dict[str, str]) -> dict[str, str]:
+        for name, path in mapping.items():
+            if parse_payload_path(path) is None:
+                raise PydanticCustomError(
+                    "webhook.mapping.path_invalid",
+                    "'{path}' (for parameter '{name}') is not a payload path: write $.key.sub or "
+                    "$.list.0 (no filters, wildcards or slices)",
+                    {"path": path, "name": name},
+                )
+        return mapping
+
+
+class Webhook(Model):
+    """A Webhook resource: POST /hooks/{token} starts its pipeline."""
+
+    api_version: Literal["dirigent.dev/v1alpha1"]
+    kind: Literal["Webhook"]
+    metadata: ObjectMeta
+    spec: WebhookSpec
