@@ -143,4 +143,4 @@ def test_json_schema_is_structural() -> None:
 def test_non_strings_are_refused() -> None:
     assert not is_entity_name(5)  # type: ignore[arg-type]
     with pytest.raises(ValidationError):
-        Named(name=5)  # type: ignore[arg-type]
+        Named(name=5)
