@@ -25,13 +25,17 @@ from pydantic import AfterValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 __all__ = [
+    "BLOCK_ID_MAX_LENGTH",
+    "BLOCK_ID_PATTERN",
     "ENTITY_NAME_MAX_LENGTH",
     "ENTITY_NAME_PATTERN",
     "STEP_NAME_MAX_LENGTH",
     "STEP_NAME_PATTERN",
+    "BlockId",
     "EntityName",
     "StepName",
     "entity_name_problem",
+    "is_block_id",
     "is_entity_name",
     "is_step_name",
     "step_name_problem",
@@ -47,8 +51,18 @@ STEP_NAME_PATTERN: Final = r"^[a-z][a-z0-9_]*$"
 
 STEP_NAME_MAX_LENGTH: Final = 63
 
+BLOCK_ID_PATTERN: Final = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"
+"""Dotted snake_case with at least two segments: ``http.request``, ``acme.orders.sync``.
+
+The same grammar names catalogued message codes (``http.status``) and, with one segment
+allowed, connection kinds and notifiers (see ``dirigent.sdk.plugins``).
+"""
+
+BLOCK_ID_MAX_LENGTH: Final = 128
+
 _ENTITY_RE: Final = re.compile(ENTITY_NAME_PATTERN)
 _STEP_RE: Final = re.compile(STEP_NAME_PATTERN)
+_BLOCK_ID_RE: Final = re.compile(BLOCK_ID_PATTERN)
 _ENTITY_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 _STEP_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
@@ -66,6 +80,15 @@ def is_step_name(s: str) -> bool:
     """True when ``s`` is a valid step name (snake_case, at most 63 characters)."""
     return (
         isinstance(s, str) and len(s) <= STEP_NAME_MAX_LENGTH and _STEP_RE.fullmatch(s) is not None
+    )
+
+
+def is_block_id(s: str) -> bool:
+    """True when ``s`` is a valid block id or message code (dotted snake_case, 2+ segments)."""
+    return (
+        isinstance(s, str)
+        and len(s) <= BLOCK_ID_MAX_LENGTH
+        and _BLOCK_ID_RE.fullmatch(s) is not None
     )
 
 
@@ -143,6 +166,17 @@ def _check_step_name(value: str) -> str:
     return value
 
 
+def _check_block_id(value: str) -> str:
+    if not is_block_id(value):
+        raise PydanticCustomError(
+            "block_id",
+            "{name} is not a valid block id: use dotted snake_case with at least two parts, "
+            "at most {max} characters, such as 'http.request' or 'storage.exists'",
+            {"name": repr(value), "max": BLOCK_ID_MAX_LENGTH},
+        )
+    return value
+
+
 _ENTITY_SCHEMA: Final[dict[str, Any]] = {
     "type": "string",
     "minLength": 1,
@@ -161,3 +195,17 @@ EntityName = Annotated[str, AfterValidator(_check_entity_name), WithJsonSchema(_
 
 StepName = Annotated[str, AfterValidator(_check_step_name), WithJsonSchema(_STEP_SCHEMA)]
 """A step name: snake_case, at most 63 characters."""
+
+BlockId = Annotated[
+    str,
+    AfterValidator(_check_block_id),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 3,
+            "maxLength": BLOCK_ID_MAX_LENGTH,
+            "pattern": BLOCK_ID_PATTERN,
+        }
+    ),
+]
+"""A block id (``http.request``): dotted snake_case, at least two segments."""

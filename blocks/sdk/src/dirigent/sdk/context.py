@@ -1,0 +1,212 @@
+"""The step context: everything a block may touch, handed to it by the engine.
+
+Why a protocol: blocks never import the engine and never build their own clients or hold
+global state. The engine passes one ``StepContext`` per call, scoped to the attempt, and a
+test passes a fake. Every member here is a promise the engine must keep for every block, so
+the surface stays small; a block needing more asks for a new member, it does not reach
+around the context.
+
+Timing and durability promises the engine keeps:
+
+* ``started_at`` is when the attempt first started, unchanged by later pokes, probes or a
+  worker restart, so a wait measures itself from the attempt.
+* ``cursor`` is what the previous ``NotYet`` left (sensors only; None otherwise).
+* ``log`` entries are buffered and committed with the attempt's outcome, so logs and
+  outcome never disagree.
+* ``connection`` is synchronous: the engine snapshots connections when it claims the
+  attempt, and secrets are opened here and nowhere else.
+* ``runs`` starts and reads runs of this instance (for blocks composing pipelines); a run
+  started through it is attributed to this run, and ``max_depth`` bounds the chain.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Protocol, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+__all__ = [
+    "ArtifactInfo",
+    "RunSnapshot",
+    "Runs",
+    "StartedRun",
+    "StepContext",
+    "StepLog",
+    "Storage",
+]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class StepLog(Protocol):
+    """The attempt's log: a message plus structured JSON fields."""
+
+    def debug(self, message: str, **fields: JsonValue) -> None: ...
+    def info(self, message: str, **fields: JsonValue) -> None: ...
+    def warning(self, message: str, **fields: JsonValue) -> None: ...
+    def error(self, message: str, **fields: JsonValue) -> None: ...
+
+
+class ArtifactInfo(BaseModel):
+    """What storage knows about one stored object."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    uri: str
+    size: int = Field(ge=0)
+    content_type: str = "application/octet-stream"
+    sha256: str | None = None
+
+
+class Storage(Protocol):
+    """Storage over URIs (``file://`` in core; further schemes by backend packages)."""
+
+    async def read_bytes(self, uri: str) -> bytes:
+        """The object's content; ``FileNotFoundError`` if it does not exist."""
+        ...
+
+    async def write_bytes(
+        self, uri: str, data: bytes, content_type: str = "application/octet-stream"
+    ) -> ArtifactInfo:
+        """Store ``data`` at ``uri``, replacing it; visible only once complete."""
+        ...
+
+    async def exists(self, uri: str) -> bool:
+        """Whether an object is stored at ``uri``."""
+        ...
+
+    async def delete(self, uri: str) -> None:
+        """Remove the object; deleting a missing object is not an error."""
+        ...
+
+
+class StartedRun(BaseModel):
+    """A run started through ``ctx.runs.start``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: int
+    namespace: str
+    pipeline: str
+    state: str
+
+
+class RunSnapshot(BaseModel):
+    """A run's current state as ``ctx.runs.snapshot`` sees it.
+
+    ``state`` is the engine's run state name; ``terminal`` says it will not change again.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: int
+    namespace: str
+    pipeline: str
+    state: str
+    terminal: bool
+    started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+    message: str | None = None
+    failed_step: str | None = None
+    outputs: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class Runs(Protocol):
+    """Scoped access to this instance's own runs, for a block that composes pipelines."""
+
+    async def start(
+        self, pipeline: str, params: Mapping[str, JsonValue], *, max_depth: int
+    ) -> StartedRun:
+        """Start ``pipeline`` (same namespace) with ``params``; refuses beyond ``max_depth``."""
+        ...
+
+    async def snapshot(self, run_id: int) -> RunSnapshot | None:
+        """The run's state, or None if there is no such run visible to this step."""
+        ...
+
+    async def cancel(self, run_id: int, *, reason: str) -> bool:
+        """Ask the run to cancel; False if it had already finished."""
+        ...
+
+
+class StepContext(Protocol):
+    """The engine's side of the bargain, scoped to one attempt of one step."""
+
+    @property
+    def namespace(self) -> str:
+        """The namespace the pipeline lives in."""
+        ...
+
+    @property
+    def pipeline(self) -> str:
+        """The pipeline's name."""
+        ...
+
+    @property
+    def run_id(self) -> int: ...
+
+    @property
+    def step(self) -> str:
+        """The step's name in the document."""
+        ...
+
+    @property
+    def attempt(self) -> int:
+        """The attempt number, from 1."""
+        ...
+
+    @property
+    def attempt_id(self) -> int:
+        """The attempt's durable id: stable across probes, pokes and worker restarts."""
+        ...
+
+    @property
+    def run_item_id(self) -> int | None:
+        """The fan-out item's id when the step runs ``forEach``, else None."""
+        ...
+
+    @property
+    def item(self) -> JsonValue | None:
+        """The fan-out item's value when the step runs ``forEach``, else None."""
+        ...
+
+    @property
+    def started_at(self) -> dt.datetime:
+        """When the attempt first started (timezone-aware UTC)."""
+        ...
+
+    @property
+    def cursor(self) -> dict[str, JsonValue] | None:
+        """What the previous ``NotYet`` left for this poke; None on the first."""
+        ...
+
+    @property
+    def params(self) -> Mapping[str, JsonValue]:
+        """The run's resolved params."""
+        ...
+
+    @property
+    def log(self) -> StepLog: ...
+
+    @property
+    def storage(self) -> Storage: ...
+
+    @property
+    def scratch(self) -> str:
+        """The run's scratch URI prefix, ending in ``/``: for what later steps must read."""
+        ...
+
+    @property
+    def runs(self) -> Runs: ...
+
+    def connection(self, name: str, model: type[M]) -> M:
+        """The named connection (same namespace), validated as ``model``, secrets opened."""
+        ...
+
+    async def capture(
+        self, name: str, data: bytes, content_type: str = "application/octet-stream"
+    ) -> str:
+        """Store ``data`` under this attempt's part of scratch; return the object's URI."""
+        ...
