@@ -1,0 +1,42 @@
+"""The runtime's connection pool: asyncpg directly, JSONB as Python values.
+
+The schema and migrations are SQLAlchemy's (``tables.py``, Alembic); the hot paths — claims,
+outcomes, readiness — are explicit SQL on asyncpg, because a step is meant to cost a
+transaction and a Python ORM layer per statement would cost more than the statement.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import asyncpg
+
+
+def asyncpg_dsn(url: str) -> str:
+    """A SQLAlchemy URL (postgresql+asyncpg://...) as a plain libpq DSN."""
+    for prefix in ("postgresql+asyncpg://", "postgresql+psycopg://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql://" + url[len(prefix) :]
+    return url
+
+
+async def _init(conn: asyncpg.Connection) -> None:
+    for name in ("json", "jsonb"):
+        await conn.set_type_codec(
+            name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog", format="text"
+        )
+
+
+async def connect(url: str, **kwargs: Any) -> asyncpg.Connection:
+    conn: asyncpg.Connection = await asyncpg.connect(asyncpg_dsn(url), **kwargs)
+    await _init(conn)
+    return conn
+
+
+async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+    pool = await asyncpg.create_pool(
+        asyncpg_dsn(url), min_size=min_size, max_size=max_size, init=_init
+    )
+    assert pool is not None
+    return pool

@@ -1,0 +1,397 @@
+"""Table definitions: the schema the engine's explicit SQL is written against.
+
+SQLAlchemy Core rather than ORM because the runtime's hot paths (claims, outcomes, readiness)
+are hand-written statements; the tables exist to name columns, not to map objects. This module
+is the single source of the schema: the baseline migration creates exactly these tables, and a
+test compares a migrated database against `metadata`.
+
+Conventions: ids are BIGINT identity keys (`workers.id` excepted: a worker names itself),
+every timestamp is timestamptz, JSON is JSONB, and enums are VARCHAR with a CHECK listing the
+values, so adding a value is a constraint swap and never an enum-type migration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from sqlalchemy import (
+    CHAR,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    Double,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP
+
+# Deterministic constraint names: migrations can drop or alter them by name later, and
+# autogenerate comparisons do not depend on server-chosen names.
+NAMING_CONVENTION: Final[dict[str, str]] = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+# Enum value sets, exported so the store's queries and tests use the same literals.
+IMPORTANCE: Final = ("routine", "normal", "critical")
+DELETION_POLICY: Final = ("retain", "delete")
+RUN_STATUS: Final = (
+    "queued",
+    "running",
+    "succeeded",
+    "completed_with_errors",
+    "failed",
+    "cancelled",
+)
+RUN_TERMINAL_STATUS: Final = ("succeeded", "completed_with_errors", "failed", "cancelled")
+TRIGGER_KIND: Final = ("manual", "api", "schedule", "webhook", "backfill", "pipeline", "cli")
+WORK_STATUS: Final = (
+    "pending",
+    "queued",
+    "running",
+    "waiting",
+    "succeeded",
+    "failed",
+    "skipped",
+    "cancelled",
+)
+ATTEMPT_KIND: Final = ("automatic", "manual")
+LOG_LEVEL: Final = ("debug", "info", "warning", "error")
+WORKER_STATUS: Final = ("active", "gone", "stopped")
+
+# Priority is a small integer so the claim can ORDER BY it directly.
+PRIORITY_LOW: Final = 0
+PRIORITY_NORMAL: Final = 1
+PRIORITY_HIGH: Final = 2
+
+
+def _ts(name: str, *, nullable: bool = True, now: bool = False) -> Column[Any]:
+    return Column(
+        name,
+        TIMESTAMP(timezone=True),
+        nullable=nullable,
+        server_default=text("now()") if now else None,
+    )
+
+
+def _id() -> Column[int]:
+    return Column("id", BigInteger, Identity(), primary_key=True)
+
+
+def _jsonb(name: str, *, nullable: bool = True, default: str | None = None) -> Column[Any]:
+    return Column(
+        name,
+        JSONB,
+        nullable=nullable,
+        server_default=text(f"'{default}'::jsonb") if default is not None else None,
+    )
+
+
+def _enum(
+    name: str, values: Sequence[str], *, default: str | None = None, nullable: bool = False
+) -> tuple[Column[str], CheckConstraint]:
+    """A VARCHAR column and the CHECK constraint that limits it to `values`."""
+    assert all(len(v) <= 32 for v in values)
+    listed = ", ".join(f"'{v}'" for v in values)
+    column: Column[str] = Column(
+        name,
+        # Room to grow: a longer value later is a CHECK swap, not a type change.
+        String(32),
+        nullable=nullable,
+        server_default=text(f"'{default}'") if default is not None else None,
+    )
+    return column, CheckConstraint(f"{name} IN ({listed})", name=name)
+
+
+def _priority() -> tuple[Column[int], CheckConstraint]:
+    column: Column[int] = Column(
+        "priority", SmallInteger, nullable=False, server_default=text(str(PRIORITY_NORMAL))
+    )
+    return column, CheckConstraint(
+        f"priority BETWEEN {PRIORITY_LOW} AND {PRIORITY_HIGH}", name="priority"
+    )
+
+
+pipelines = Table(
+    "pipelines",
+    metadata,
+    _id(),
+    Column("namespace", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("active", Boolean, nullable=False, server_default=text("true")),
+    # use_alter: pipelines and pipeline_versions reference each other; the constraint is
+    # added after both tables exist.
+    Column(
+        "current_version_id",
+        BigInteger,
+        ForeignKey("pipeline_versions.id", use_alter=True, ondelete="SET NULL"),
+        nullable=True,
+    ),
+    *_enum("importance", IMPORTANCE, default="normal"),
+    *_enum("deletion_policy", DELETION_POLICY, default="retain"),
+    Column("owner_uid", Text, nullable=True),
+    _ts("created_at", nullable=False, now=True),
+    _ts("updated_at", nullable=False, now=True),
+    UniqueConstraint("namespace", "name"),
+)
+
+pipeline_versions = Table(
+    "pipeline_versions",
+    metadata,
+    _id(),
+    Column(
+        "pipeline_id",
+        BigInteger,
+        ForeignKey("pipelines.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("number", Integer, nullable=False),
+    Column("digest", CHAR(64), nullable=False),
+    _jsonb("document", nullable=False),
+    _jsonb("provenance", nullable=False, default="{}"),
+    _ts("created_at", nullable=False, now=True),
+    UniqueConstraint("pipeline_id", "number"),
+)
+
+connections = Table(
+    "connections",
+    metadata,
+    _id(),
+    Column("namespace", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("type", Text, nullable=False),
+    _jsonb("settings", nullable=False, default="{}"),
+    # field -> base64 AES-GCM sealed value (see store.crypto); never plaintext.
+    _jsonb("secrets", nullable=False, default="{}"),
+    Column("digest", CHAR(64), nullable=False),
+    Column("owner_uid", Text, nullable=True),
+    _ts("created_at", nullable=False, now=True),
+    _ts("updated_at", nullable=False, now=True),
+    _ts("last_check_at"),
+    Column("last_check_ok", Boolean, nullable=True),
+    Column("last_check_message", Text, nullable=True),
+    UniqueConstraint("namespace", "name"),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    _id(),
+    Column("namespace", Text, nullable=False),
+    # Cascade so a pipeline deleted with deletionPolicy Delete takes its history with it;
+    # version_id keeps NO ACTION so a version pinned by a run cannot be deleted on its own.
+    Column(
+        "pipeline_id",
+        BigInteger,
+        ForeignKey("pipelines.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("version_id", BigInteger, ForeignKey("pipeline_versions.id"), nullable=False),
+    *_enum("status", RUN_STATUS, default="queued"),
+    _jsonb("params", nullable=False, default="{}"),
+    *_priority(),
+    _jsonb("requires_workers", nullable=False, default="[]"),
+    *_enum("triggered_by_kind", TRIGGER_KIND),
+    Column("triggered_by_ref", Text, nullable=True),
+    Column(
+        "parent_run_id",
+        BigInteger,
+        ForeignKey("runs.id", ondelete="SET NULL"),
+        nullable=True,
+    ),
+    # Half-open [window_start, window_end): the logical interval the run covers.
+    _ts("window_start"),
+    _ts("window_end"),
+    _ts("created_at", nullable=False, now=True),
+    _ts("started_at"),
+    _ts("finished_at"),
+    _ts("last_progress_at"),
+    Column("error_message", Text, nullable=True),
+    Column("failed_step", Text, nullable=True),
+    Column("idempotency_key", Text, nullable=True),
+    Index("ix_runs_pipeline_id_status", "pipeline_id", "status"),
+    Index(
+        "ix_runs_status_in_flight",
+        "status",
+        postgresql_where=text("status IN ('queued', 'running')"),
+    ),
+    Index(
+        "ix_runs_parent_run_id",
+        "parent_run_id",
+        postgresql_where=text("parent_run_id IS NOT NULL"),
+    ),
+    # A client retrying "start a run" with the same key gets the run it already created.
+    Index(
+        "uq_runs_pipeline_id_idempotency_key",
+        "pipeline_id",
+        "idempotency_key",
+        unique=True,
+        postgresql_where=text("idempotency_key IS NOT NULL"),
+    ),
+)
+
+run_items = Table(
+    "run_items",
+    metadata,
+    _id(),
+    Column("run_id", BigInteger, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("step", Text, nullable=False),
+    Column("index", Integer, nullable=False),
+    _jsonb("value", nullable=True),
+    *_enum("status", WORK_STATUS, default="pending"),
+    Column("error_message", Text, nullable=True),
+    _ts("created_at", nullable=False, now=True),
+    _ts("finished_at"),
+    UniqueConstraint("run_id", "step", "index"),
+)
+
+step_attempts = Table(
+    "step_attempts",
+    metadata,
+    _id(),
+    Column("run_id", BigInteger, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column(
+        "run_item_id",
+        BigInteger,
+        ForeignKey("run_items.id", ondelete="CASCADE"),
+        nullable=True,
+    ),
+    Column("step", Text, nullable=False),
+    Column("item_index", Integer, nullable=True),
+    Column("number", Integer, nullable=False),
+    *_enum("kind", ATTEMPT_KIND, default="automatic"),
+    *_enum("status", WORK_STATUS, default="pending"),
+    *_priority(),
+    _jsonb("requires_workers", nullable=False, default="[]"),
+    Column("block", Text, nullable=False),
+    _ts("available_at"),
+    _ts("next_poll_at"),
+    Column("lease_owner", Text, nullable=True),
+    _ts("lease_expires_at"),
+    _jsonb("input"),
+    _jsonb("output"),
+    _jsonb("handle"),
+    _jsonb("fetched"),
+    _jsonb("cursor"),
+    Column("wait_message", Text, nullable=True),
+    Column("wait_progress", Double, nullable=True),
+    Column("gone_count", Integer, nullable=False, server_default=text("0")),
+    Column("error_class", Text, nullable=True),
+    Column("error_code", Text, nullable=True),
+    Column("error_message", Text, nullable=True),
+    _jsonb("error_params"),
+    Column("idempotency_key", Text, nullable=True),
+    _ts("created_at", nullable=False, now=True),
+    _ts("first_started_at"),
+    _ts("started_at"),
+    _ts("finished_at"),
+    CheckConstraint("number >= 1", name="number_positive"),
+    # One attempt per number per (step, item); NULLS NOT DISTINCT so steps without fan-out
+    # (item_index NULL) are covered too (PostgreSQL 15+).
+    UniqueConstraint("run_id", "step", "item_index", "number", postgresql_nulls_not_distinct=True),
+    Index(
+        "ix_step_attempts_claim_queued",
+        text("priority DESC"),
+        "available_at",
+        "id",
+        postgresql_where=text("status = 'queued'"),
+    ),
+    Index(
+        "ix_step_attempts_next_poll_at_waiting",
+        "next_poll_at",
+        postgresql_where=text("status = 'waiting'"),
+    ),
+    Index("ix_step_attempts_run_id_step", "run_id", "step"),
+    Index(
+        "ix_step_attempts_lease_expires_at_running",
+        "lease_expires_at",
+        postgresql_where=text("status = 'running'"),
+    ),
+    # Without it, cascading a run_items delete scans step_attempts once per item.
+    Index(
+        "ix_step_attempts_run_item_id",
+        "run_item_id",
+        postgresql_where=text("run_item_id IS NOT NULL"),
+    ),
+    Index(
+        "uq_step_attempts_idempotency_key",
+        "idempotency_key",
+        unique=True,
+        postgresql_where=text("idempotency_key IS NOT NULL"),
+    ),
+)
+
+artifact_refs = Table(
+    "artifact_refs",
+    metadata,
+    _id(),
+    Column("run_id", BigInteger, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column(
+        "attempt_id",
+        BigInteger,
+        ForeignKey("step_attempts.id", ondelete="CASCADE"),
+        nullable=True,
+    ),
+    Column("name", Text, nullable=False),
+    Column("content_type", Text, nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("digest", CHAR(64), nullable=False),
+    # Exactly one of inline (small values) or uri (storage backend) holds the content.
+    _jsonb("inline"),
+    Column("uri", Text, nullable=True),
+    _ts("created_at", nullable=False, now=True),
+    CheckConstraint("(inline IS NULL) <> (uri IS NULL)", name="inline_xor_uri"),
+    Index("ix_artifact_refs_run_id", "run_id"),
+    Index(
+        "ix_artifact_refs_attempt_id",
+        "attempt_id",
+        postgresql_where=text("attempt_id IS NOT NULL"),
+    ),
+)
+
+log_entries = Table(
+    "log_entries",
+    metadata,
+    _id(),
+    Column("run_id", BigInteger, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    # Deliberately no foreign keys: logs are append-only and high-volume; run_id's cascade
+    # already removes them with their run.
+    Column("attempt_id", BigInteger, nullable=True),
+    Column("run_item_id", BigInteger, nullable=True),
+    Column("step", Text, nullable=True),
+    *_enum("level", LOG_LEVEL, default="info"),
+    Column("message", Text, nullable=False),
+    _jsonb("fields", nullable=False, default="{}"),
+    _ts("created_at", nullable=False, now=True),
+    Index("ix_log_entries_run_id_id", "run_id", "id"),
+)
+
+workers = Table(
+    "workers",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("hostname", Text, nullable=False),
+    Column("version", Text, nullable=False),
+    _jsonb("plugins", nullable=False, default="[]"),
+    _jsonb("tags", nullable=False, default="[]"),
+    Column("concurrency", Integer, nullable=False),
+    _ts("started_at", nullable=False, now=True),
+    _ts("last_seen_at", nullable=False, now=True),
+    *_enum("status", WORKER_STATUS, default="active"),
+)
