@@ -1,0 +1,25 @@
+# dirigent developer entry points. The e2e targets run against a real Kubernetes control
+# plane built from upstream sources (hack/k8s/build.sh, versions in hack/k8s/versions.env,
+# cached under ~/.cache/dirigent/k8s) unless DIRIGENT_E2E_KUBECONFIG names a cluster or a
+# Docker engine lets pytest-kind start kind. Others add their targets below.
+
+UV ?= uv
+E2E_ARGS ?=
+
+.PHONY: k8s-binaries e2e cluster-up cluster-down
+
+# Build (first time: many minutes on 2 cores) or find the pinned control-plane binaries.
+k8s-binaries:
+	bash hack/k8s/build.sh >/dev/null
+
+# The e2e suite; its session fixture starts and stops its own cluster.
+e2e: $(if $(DIRIGENT_E2E_KUBECONFIG),,k8s-binaries)
+	$(UV) run pytest e2e -m e2e $(E2E_ARGS)
+
+# Start a local control plane that outlives this command; prints the kubeconfig path
+# (use: export KUBECONFIG=$$(make -s cluster-up)).
+cluster-up: k8s-binaries
+	@$(UV) run python -m e2e.harness up
+
+cluster-down:
+	@$(UV) run python -m e2e.harness down

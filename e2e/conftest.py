@@ -1,0 +1,85 @@
+"""Fixtures for the e2e suite: one cluster per session, a fresh namespace per test.
+
+Why: starting a control plane costs seconds, a namespace costs milliseconds; tests share
+the first and never each other's objects. The cluster comes from harness.clusters (an
+existing cluster, kind, or the local control plane, in that order). Leftover dirigent
+admission webhooks are removed before and after the session, so a killed operator from an
+earlier run cannot refuse this run's requests.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from e2e.gwt import Given
+from e2e.harness.binaries import ensure_binaries
+from e2e.harness.cleanup import delete_dirigent_webhook_configurations
+from e2e.harness.clusters import Cluster, choose_origin, provide_cluster
+from e2e.harness.processes import wait_until
+from e2e.kubectl import Kubectl
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Build binaries here, outside any test's timeout: a cold build takes many minutes.
+    if any(item.get_closest_marker("e2e") for item in session.items) and (
+        choose_origin(os.environ) == "local"
+    ):
+        ensure_binaries()
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with provide_cluster(tmp_path_factory.mktemp("cluster"), os.environ) as c:
+        api = c.api_client()
+        try:
+            delete_dirigent_webhook_configurations(api)
+            yield c
+            delete_dirigent_webhook_configurations(api)
+        finally:
+            api.close()
+
+
+@pytest.fixture
+def kube_api(cluster: Cluster) -> Iterator[Any]:
+    """A ``kubernetes.client.ApiClient`` with the cluster's admin credentials."""
+    api = cluster.api_client()
+    try:
+        yield api
+    finally:
+        api.close()
+
+
+@pytest.fixture(scope="session")
+def kubectl(cluster: Cluster) -> Kubectl:
+    return Kubectl(cluster.kubeconfig)
+
+
+@pytest.fixture
+def namespace(kubectl: Kubectl, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace, deleted (without waiting) after the test."""
+    stem = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"e2e-{stem}-{uuid.uuid4().hex[:6]}"
+    kubectl.run("create", "namespace", name)
+
+    def has_default_sa() -> bool:
+        # Pods are refused until the service-account controller has made "default".
+        return (
+            kubectl.run("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0
+        )
+
+    wait_until(has_default_sa, what=f"service account default in {name}", timeout=30)
+    try:
+        yield name
+    finally:
+        kubectl.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def given(kubectl: Kubectl, namespace: str) -> Given:
+    return Given(kubectl, namespace)
