@@ -225,6 +225,9 @@ runs = Table(
     Column("error_message", Text, nullable=True),
     Column("failed_step", Text, nullable=True),
     Column("idempotency_key", Text, nullable=True),
+    # How many attempts of this run have been queued so far: the next queued attempt's
+    # fair_seq. Written only under the run-row lock the outcome transaction takes.
+    Column("queued_seq", BigInteger, nullable=False, server_default=text("0")),
     Index("ix_runs_pipeline_id_status", "pipeline_id", "status"),
     Index(
         "ix_runs_status_in_flight",
@@ -297,6 +300,8 @@ step_attempts = Table(
     Column("error_message", Text, nullable=True),
     _jsonb("error_params"),
     Column("idempotency_key", Text, nullable=True),
+    # Round-robin fairness between runs: the attempt's position among its run's queued work.
+    Column("fair_seq", BigInteger, nullable=False, server_default=text("0")),
     _ts("created_at", nullable=False, now=True),
     _ts("first_started_at"),
     _ts("started_at"),
@@ -305,9 +310,11 @@ step_attempts = Table(
     # One attempt per number per (step, item); NULLS NOT DISTINCT so steps without fan-out
     # (item_index NULL) are covered too (PostgreSQL 15+).
     UniqueConstraint("run_id", "step", "item_index", "number", postgresql_nulls_not_distinct=True),
+    # The claim's order: priority, then fairness between runs, then due time, then id.
     Index(
         "ix_step_attempts_claim_queued",
         text("priority DESC"),
+        "fair_seq",
         "available_at",
         "id",
         postgresql_where=text("status = 'queued'"),
@@ -394,4 +401,26 @@ workers = Table(
     _ts("started_at", nullable=False, now=True),
     _ts("last_seen_at", nullable=False, now=True),
     *_enum("status", WORKER_STATUS, default="active"),
+)
+
+# One row per (run, step): the step's own state, so readiness is decided over a handful of
+# rows rather than over every attempt of a 10,000-item fan-out.
+run_steps = Table(
+    "run_steps",
+    metadata,
+    _id(),
+    Column("run_id", BigInteger, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("step", Text, nullable=False),
+    *_enum("status", WORK_STATUS, default="pending"),
+    # NULL when the step has no forEach; else the size of its grid.
+    Column("items", Integer, nullable=True),
+    Column("items_succeeded", Integer, nullable=False, server_default=text("0")),
+    Column("items_failed", Integer, nullable=False, server_default=text("0")),
+    Column("items_skipped", Integer, nullable=False, server_default=text("0")),
+    Column("items_cancelled", Integer, nullable=False, server_default=text("0")),
+    # Succeeded, but some items failed under onItemFailure: Continue.
+    Column("with_errors", Boolean, nullable=False, server_default=text("false")),
+    _ts("started_at"),
+    _ts("finished_at"),
+    UniqueConstraint("run_id", "step"),
 )

@@ -1,0 +1,1 @@
+"""The runtime: the worker loop, step progression, reference resolution, the step context."""

@@ -1,0 +1,139 @@
+"""Step progression: which steps become ready or skipped, and what a settled run is.
+
+Pure functions over a pinned pipeline and the steps' current states, so the rules are unit
+tested without a database and the outcome transaction (``store.outcomes``) only applies
+what they decide. Readiness is decided when a prerequisite settles — never by the claim
+query — so claiming stays a plain indexed lookup.
+
+Trigger rules (a step with no dependencies is ready at once):
+
+- ``AllSuccess``: every dependency succeeded. Any dependency failed, skipped or cancelled
+  makes it unsatisfiable forever, so the step is skipped (and the skip propagates).
+- ``AllDone``: every dependency finished executing, succeeded or failed. A dependency
+  skipped or cancelled skips it.
+- ``OneFailed``: ready the moment one dependency failed; skipped once all are done and none
+  failed. Error-handler branches are drawn this way.
+- ``Always``: every dependency reached any terminal state, skipped included.
+
+A ``continueOnFailure`` step that failed reads as succeeded to its dependents.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from dirigent.engine.manifests.enums import ItemFailurePolicy, TriggerRule
+from dirigent.engine.manifests.pipeline import Pipeline, Step
+
+TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
+
+
+class Decision(enum.StrEnum):
+    WAIT = "wait"
+    READY = "ready"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class StepState:
+    status: str  # pending | running | succeeded | failed | skipped | cancelled
+    with_errors: bool = False
+
+
+def effective(step: Step, state: StepState) -> str | None:
+    """The outcome dependents see, or None while the step has not settled."""
+    if state.status not in TERMINAL:
+        return None
+    if state.status == "failed" and step.continue_on_failure:
+        return "succeeded"
+    return state.status
+
+
+def decide(rule: TriggerRule, outcomes: list[str | None]) -> Decision:
+    if not outcomes:
+        return Decision.READY
+    done = all(o is not None for o in outcomes)
+    if rule is TriggerRule.ALL_SUCCESS:
+        if any(o in ("failed", "skipped", "cancelled") for o in outcomes):
+            return Decision.SKIP
+        return Decision.READY if done else Decision.WAIT
+    if rule is TriggerRule.ALL_DONE:
+        if not done:
+            return Decision.WAIT
+        return (
+            Decision.SKIP
+            if any(o in ("skipped", "cancelled") for o in outcomes)
+            else Decision.READY
+        )
+    if rule is TriggerRule.ONE_FAILED:
+        if any(o == "failed" for o in outcomes):
+            return Decision.READY
+        return Decision.SKIP if done else Decision.WAIT
+    return Decision.READY if done else Decision.WAIT  # Always
+
+
+def advance(pipeline: Pipeline, states: Mapping[str, StepState]) -> tuple[list[str], list[str]]:
+    """Steps to queue and steps to skip now, with skips propagated to a fixpoint."""
+    steps = pipeline.spec.steps
+    current = dict(states)
+    ready: list[str] = []
+    skipped: list[str] = []
+    changed = True
+    while changed:
+        changed = False
+        for name in sorted(steps):
+            if current[name].status != "pending":
+                continue
+            step = steps[name]
+            outcomes = [effective(steps[d], current[d]) for d in step.depends_on]
+            decision = decide(step.rule, outcomes)
+            if decision is Decision.READY:
+                ready.append(name)
+                current[name] = StepState("running")
+            elif decision is Decision.SKIP:
+                skipped.append(name)
+                current[name] = StepState("skipped")
+                changed = True  # a skip may settle a dependent's rule
+    return ready, skipped
+
+
+def fan_out_outcome(
+    policy: ItemFailurePolicy, total: int, succeeded: int, failed: int, skipped: int, cancelled: int
+) -> tuple[str | None, bool]:
+    """A fan-out step's status from its item counts, and whether it carries errors.
+
+    None while items are still open. FailFast fails the step on the first failed item;
+    Continue succeeds with errors as long as one item succeeded.
+    """
+    if total == 0:
+        return "skipped", False
+    if policy is ItemFailurePolicy.FAIL_FAST and failed:
+        return "failed", False
+    if succeeded + failed + skipped + cancelled < total:
+        return None, False
+    if succeeded:
+        return "succeeded", failed > 0
+    if failed:
+        return "failed", False
+    if cancelled:
+        return "cancelled", False
+    return "skipped", False
+
+
+def run_outcome(pipeline: Pipeline, states: Mapping[str, StepState]) -> str | None:
+    """The run's terminal status once every step has settled, else None."""
+    steps = pipeline.spec.steps
+    if any(s.status not in TERMINAL for s in states.values()):
+        return None
+    outcomes = {n: effective(steps[n], s) for n, s in states.items()}
+    if any(o == "failed" for o in outcomes.values()):
+        return "failed"
+    if all(o == "cancelled" for o in outcomes.values()):
+        return "cancelled"
+    tolerated = any(
+        s.with_errors or (s.status == "failed" and steps[n].continue_on_failure)
+        for n, s in states.items()
+    )
+    return "completed_with_errors" if tolerated else "succeeded"

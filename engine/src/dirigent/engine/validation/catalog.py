@@ -1,0 +1,142 @@
+"""Catalog validation: a pipeline's steps against the blocks and connections installed.
+
+Runs at apply (and in ``dirigent validate --catalog``): every block exists, each step's
+config fits its block's published JSON Schema — values still holding a ``${...}`` are not
+known yet and are left to the run — every named connection exists, and each block's own
+``check_config`` has its say. Everything is reported at once, located at the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from pydantic import ValidationError
+
+from dirigent.engine.manifests.pipeline import Pipeline
+from dirigent.engine.manifests.references import has_references
+from dirigent.engine.plugins import Catalog
+from dirigent.engine.problems import Problem, problem
+
+
+def _holds_reference(value: Any) -> bool:
+    if isinstance(value, str):
+        return has_references(value)
+    if isinstance(value, dict):
+        return any(_holds_reference(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_reference(v) for v in value)
+    return False
+
+
+def _deferred(config: Any, path: list[Any]) -> bool:
+    """True when a schema error sits at or inside a value that is still a reference."""
+    node = config
+    if _holds_reference(node) and isinstance(node, str):
+        return True
+    for seg in path:
+        if (isinstance(node, dict) and seg in node) or (
+            isinstance(node, list) and isinstance(seg, int) and seg < len(node)
+        ):
+            node = node[seg]
+        else:
+            return False
+        if isinstance(node, str) and has_references(node):
+            return True
+    return False
+
+
+def check_against_catalog(
+    pipeline: Pipeline,
+    catalog: Catalog,
+    *,
+    connections: Collection[str] | None = None,
+    enabled_unsafe: Collection[str] | None = None,
+) -> list[Problem]:
+    out: list[Problem] = []
+    for name, step in pipeline.spec.steps.items():
+        where = ("spec", "steps", name)
+        entry = catalog.block(step.block)
+        if entry is None:
+            known = ", ".join(sorted(catalog.blocks)) or "none installed"
+            out.append(
+                problem(
+                    "pipeline.block.unknown",
+                    f"block '{step.block}' is not installed (installed: {known})",
+                    *where,
+                    "block",
+                    block=step.block,
+                )
+            )
+            continue
+        if (
+            enabled_unsafe is not None
+            and entry.local_execution
+            and step.block not in enabled_unsafe
+        ):
+            out.append(
+                problem(
+                    "pipeline.block.unsafe_disabled",
+                    f"block '{step.block}' executes code on workers and is not enabled; "
+                    "add it to DIRIGENT_ENABLED_UNSAFE_BLOCKS",
+                    *where,
+                    "block",
+                    block=step.block,
+                )
+            )
+        validator = Draft202012Validator(entry.config_schema)
+        config_ok = True
+        for err in validator.iter_errors(step.config):
+            path = list(err.absolute_path)
+            if _deferred(step.config, path):
+                continue
+            config_ok = False
+            out.append(
+                problem(
+                    "pipeline.config.invalid",
+                    f"config does not fit block '{step.block}': {err.message}",
+                    *where,
+                    "config",
+                    *path,
+                    block=step.block,
+                )
+            )
+        connection = step.config.get("connection")
+        if (
+            connections is not None
+            and isinstance(connection, str)
+            and not has_references(connection)
+            and connection not in connections
+        ):
+            out.append(
+                problem(
+                    "pipeline.connection.unknown",
+                    f"connection '{connection}' does not exist in this namespace",
+                    *where,
+                    "config",
+                    "connection",
+                    connection=connection,
+                )
+            )
+        if config_ok and not _holds_reference(step.config):
+            try:
+                config = entry.block.config_model.model_validate(step.config)
+            except ValidationError as err:
+                for e in err.errors(include_url=False):
+                    out.append(
+                        problem(
+                            "pipeline.config.invalid",
+                            f"config: {e['msg']}",
+                            *where,
+                            "config",
+                            *[p for p in e["loc"]],
+                        )
+                    )
+                continue
+            for issue in entry.block.check_config(config):
+                loc = tuple(issue.location) if issue.location else ()
+                out.append(
+                    problem(issue.code, issue.message, *where, "config", *loc, **issue.params)
+                )
+    return out
