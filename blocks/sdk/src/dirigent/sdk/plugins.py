@@ -182,7 +182,7 @@ class Contribution:
                 spec = getattr(type(block), "spec", None)
                 if not isinstance(spec, spec_type) or not isinstance(spec, BlockSpec):
                     raise TypeError(
-                        f"{type(block).__qualname__}.spec must be a {spec_type.__name__}"
+                        f"{type(block).__qualname__}.spec must be an instance of {spec_type.__name__}"
                     )
                 _require_model(block, "config_model")
                 _require_model(block, "output_model")
