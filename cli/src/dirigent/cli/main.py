@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import typer
 
+from dirigent.cli import crds, validate
+
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="dirigent: pipelines on Kubernetes.")
 
 
 @app.callback()
 def _root() -> None:
     """dirigent: a Kubernetes-native pipeline orchestrator."""
+
+
+app.command("crds")(crds.command)
+app.command("validate")(validate.command)
 
 
 def main() -> None:
