@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
@@ -49,6 +49,7 @@ _ALPHABET = st.sampled_from(list("abcxyz019-_ AZ.\n\tÅé/$"))
 _nameish = st.text(_ALPHABET, max_size=70)
 
 
+@settings(deadline=None)
 @given(st.from_regex(ENTITY_NAME_PATTERN, fullmatch=True).filter(lambda s: len(s) <= 63))
 def test_generated_entity_names_are_accepted(s: str) -> None:
     assert is_entity_name(s)
@@ -56,6 +57,7 @@ def test_generated_entity_names_are_accepted(s: str) -> None:
     assert Named(name=s).name == s
 
 
+@settings(deadline=None)
 @given(st.from_regex(STEP_NAME_PATTERN, fullmatch=True).filter(lambda s: len(s) <= 63))
 def test_generated_step_names_are_accepted(s: str) -> None:
     assert is_step_name(s)
@@ -63,6 +65,7 @@ def test_generated_step_names_are_accepted(s: str) -> None:
     assert Named(name="a", step=s).step == s
 
 
+@settings(deadline=None)
 @given(st.one_of(_nameish, st.text(max_size=80)))
 def test_entity_grammar_is_exactly_dns_labels(s: str) -> None:
     assert is_entity_name(s) == _is_dns_label(s)
@@ -73,6 +76,7 @@ def test_entity_grammar_is_exactly_dns_labels(s: str) -> None:
             Named(name=s)
 
 
+@settings(deadline=None)
 @given(st.one_of(_nameish, st.text(max_size=80)))
 def test_step_grammar_is_exactly_snake_case(s: str) -> None:
     assert is_step_name(s) == _is_snake(s)

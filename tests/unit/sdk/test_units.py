@@ -7,7 +7,7 @@ import pickle
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
@@ -99,6 +99,7 @@ def test_duration_renders_canonically(ms: int, text: str) -> None:
     assert str(Duration(ms)) == text
 
 
+@settings(deadline=None)
 @given(_ms)
 def test_duration_render_parse_round_trips(ms: int) -> None:
     d = Duration(ms)
@@ -107,6 +108,7 @@ def test_duration_render_parse_round_trips(ms: int) -> None:
     assert Duration.parse(d.milliseconds / 1000 if ms < 2**50 else str(d)) == d
 
 
+@settings(deadline=None)
 @given(st.text(st.sampled_from(list("0123456789dhms.- x")), max_size=16))
 def test_duration_parse_render_is_idempotent_and_matches_pattern(text: str) -> None:
     try:
@@ -119,6 +121,7 @@ def test_duration_parse_render_is_idempotent_and_matches_pattern(text: str) -> N
     assert str(Duration.parse(str(d))) == str(d)
 
 
+@settings(deadline=None)
 @given(
     st.tuples(*(st.one_of(st.none(), st.integers(0, 10_000)) for _ in range(5))).filter(
         lambda parts: any(p is not None for p in parts)
@@ -249,6 +252,7 @@ def test_size_renders_in_largest_exact_unit(n: int, text: str) -> None:
     assert str(Size(n)) == text
 
 
+@settings(deadline=None)
 @given(_bytes)
 def test_size_render_parse_round_trips(n: int) -> None:
     s = Size(n)
@@ -256,6 +260,7 @@ def test_size_render_parse_round_trips(n: int) -> None:
     assert re.fullmatch(SIZE_PATTERN, str(s))
 
 
+@settings(deadline=None)
 @given(st.text(st.sampled_from(list("0123456789.kmgtibKMGTIB -x")), max_size=12))
 def test_size_parse_render_is_idempotent(text: str) -> None:
     try:
