@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from dirigent.cli import crds, validate
+from dirigent.cli import crds, migrate, validate
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="dirigent: pipelines on Kubernetes.")
 
@@ -16,6 +16,7 @@ def _root() -> None:
 
 app.command("crds")(crds.command)
 app.command("validate")(validate.command)
+app.command("migrate")(migrate.migrate)
 
 
 def main() -> None:
