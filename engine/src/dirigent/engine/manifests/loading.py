@@ -60,10 +60,25 @@ def _yaml_problem(file: str, err: yaml.YAMLError) -> Problem:
     )
 
 
+class _Loader(yaml.SafeLoader):
+    """Safe YAML read the way kubectl reads it: an unquoted timestamp stays a string.
+
+    kubectl turns YAML into JSON before anything sees it, so ``day: 2025-01-01`` arrives as
+    the string "2025-01-01". PyYAML would make it a ``date``, which is not a JSON value, and
+    an opaque map (params, config) holding one would be refused here but accepted by kubectl.
+    """
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
 def read_text(text: str, file: str | None = None) -> tuple[list[SourceDocument], list[Problem]]:
     """Split multi-document YAML (JSON is YAML) into documents; empty documents are skipped."""
     try:
-        docs = list(yaml.safe_load_all(text))
+        docs = list(yaml.load_all(text, Loader=_Loader))  # _Loader is a SafeLoader
     except yaml.YAMLError as err:
         return [], [_yaml_problem(file or "<input>", err)]
     out = [SourceDocument(file, i, d) for i, d in enumerate(docs) if d is not None]
