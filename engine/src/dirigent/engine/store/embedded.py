@@ -228,6 +228,11 @@ class EmbeddedPostgres:
         return self.url_for(driver="")
 
     @property
+    def pid(self) -> int | None:
+        """The postmaster's process id while running."""
+        return self._process.pid if self.running and self._process else None
+
+    @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 

@@ -15,7 +15,7 @@ import asyncpg
 
 from dirigent.engine.manifests import dag
 from dirigent.engine.manifests.pipeline import Pipeline
-from dirigent.engine.runtime.progression import StepState, advance, run_outcome
+from dirigent.engine.progression import StepState, advance, run_outcome
 
 WORK_CHANNEL = "dirigent_work"
 

@@ -1,0 +1,356 @@
+"""Runs: creation (version pinned, params checked, fan-out drawn, concurrency applied) and
+cancellation, each one transaction.
+
+A run is rows from the moment it exists: its steps (``run_steps``), its fan-out grid
+(``run_items``) and one pending attempt per step or item are inserted by ``create_run``, so
+the grid is visible at once and nothing about the run lives in any process's memory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from dirigent.engine.manifests import dag
+from dirigent.engine.manifests.enums import ConcurrencyPolicy, Priority
+from dirigent.engine.manifests.pipeline import Pipeline
+from dirigent.engine.params import resolve_params
+from dirigent.engine.plugins import Catalog
+from dirigent.engine.problems import Problem, ProblemsError, problem
+from dirigent.engine.runtime.resolving import Scope, UnresolvedReference, resolve
+from dirigent.engine.store.progress import advance_run, notify_work
+from dirigent.engine.store.versions import VersionCache
+
+IN_FLIGHT = ("queued", "running")
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    namespace: str
+    pipeline: str
+    params: dict[str, Any] = field(default_factory=dict)
+    triggered_by_kind: str = "api"
+    triggered_by_ref: str | None = None
+    priority: Priority | None = None
+    window: tuple[datetime, datetime] | None = None
+    idempotency_key: str | None = None
+    parent_run_id: int | None = None
+
+
+@dataclass(frozen=True)
+class RunCreated:
+    run_id: int
+    status: str  # running | queued (| a terminal status when nothing could run)
+    created: bool = True  # False when the idempotency key found an existing run
+    replaced: tuple[int, ...] = ()
+
+
+def _gate(
+    pipeline: Pipeline, catalog: Catalog | None, enabled_unsafe: Collection[str]
+) -> list[Problem]:
+    if catalog is None:
+        return []
+    out: list[Problem] = []
+    for name, step in pipeline.spec.steps.items():
+        entry = catalog.block(step.block)
+        if entry is None:
+            out.append(
+                problem(
+                    "run.block.unknown",
+                    f"block '{step.block}' is not installed",
+                    "spec",
+                    "steps",
+                    name,
+                    "block",
+                )
+            )
+        elif entry.local_execution and step.block not in enabled_unsafe:
+            out.append(
+                problem(
+                    "run.block.unsafe_disabled",
+                    f"block '{step.block}' executes code on workers and is not enabled "
+                    "(DIRIGENT_ENABLED_UNSAFE_BLOCKS)",
+                    "spec",
+                    "steps",
+                    name,
+                    "block",
+                )
+            )
+    return out
+
+
+def _grids(pipeline: Pipeline, scope: Scope) -> tuple[dict[str, list[Any]], list[Problem]]:
+    """Every fan-out step's items, drawn now so the grid exists from the run's first moment."""
+    grids: dict[str, list[Any]] = {}
+    problems: list[Problem] = []
+    order = dag.topological_order({n: s.depends_on for n, s in pipeline.spec.steps.items()})
+    for name in order:
+        step = pipeline.spec.steps[name]
+        if step.for_each is None:
+            continue
+        scope.grids = grids
+        try:
+            value = resolve(step.for_each, scope)
+        except UnresolvedReference as err:
+            problems.append(
+                problem("run.for_each.unresolved", str(err), "spec", "steps", name, "forEach")
+            )
+            continue
+        if not isinstance(value, list):
+            problems.append(
+                problem(
+                    "run.for_each.not_a_list",
+                    f"forEach of step '{name}' must produce a list, got {type(value).__name__}",
+                    "spec",
+                    "steps",
+                    name,
+                    "forEach",
+                )
+            )
+            continue
+        grids[name] = value
+    return grids, problems
+
+
+async def create_run(
+    conn: asyncpg.Connection,
+    request: RunRequest,
+    *,
+    versions: VersionCache,
+    catalog: Catalog | None = None,
+    enabled_unsafe: Collection[str] = (),
+) -> RunCreated:
+    """Create a run of the pipeline's current version. Call inside a transaction.
+
+    Raises ProblemsError when the pipeline is missing or inactive, the params do not fit,
+    a block is missing or gated, or the concurrency policy refuses (Skip).
+    """
+    prow = await conn.fetchrow(
+        "SELECT id, active, current_version_id FROM pipelines WHERE namespace = $1 AND name = $2 FOR UPDATE",
+        request.namespace,
+        request.pipeline,
+    )
+    if prow is None or prow["current_version_id"] is None:
+        raise ProblemsError(
+            [
+                problem(
+                    "run.pipeline.not_found",
+                    f"pipeline '{request.pipeline}' does not exist in namespace "
+                    f"'{request.namespace}'",
+                    "pipeline",
+                )
+            ]
+        )
+    if not prow["active"]:
+        raise ProblemsError(
+            [
+                problem(
+                    "run.pipeline.inactive",
+                    f"pipeline '{request.pipeline}' is deactivated; apply or activate it first",
+                    "pipeline",
+                )
+            ]
+        )
+    if request.idempotency_key is not None:
+        existing = await conn.fetchrow(
+            "SELECT id, status FROM runs WHERE pipeline_id = $1 AND idempotency_key = $2",
+            prow["id"],
+            request.idempotency_key,
+        )
+        if existing is not None:
+            return RunCreated(existing["id"], existing["status"], created=False)
+    pipeline = await versions.get(conn, prow["current_version_id"])
+    params, problems = resolve_params(pipeline.spec.params, request.params)
+    problems += _gate(pipeline, catalog, enabled_unsafe)
+    if problems:
+        raise ProblemsError(problems)
+
+    in_flight = [
+        r["id"]
+        for r in await conn.fetch(
+            "SELECT id FROM runs WHERE pipeline_id = $1 AND status IN ('queued', 'running') ORDER BY id",
+            prow["id"],
+        )
+    ]
+    policy = pipeline.spec.concurrency
+    replaced: tuple[int, ...] = ()
+    status = "running"
+    if in_flight and policy is ConcurrencyPolicy.SKIP:
+        raise ProblemsError(
+            [
+                problem(
+                    "run.concurrency.skipped",
+                    f"pipeline '{request.pipeline}' allows one run at a time (concurrency: Skip) "
+                    f"and run {in_flight[0]} is in flight",
+                    "pipeline",
+                    in_flight=in_flight[0],
+                )
+            ]
+        )
+    if in_flight and policy is ConcurrencyPolicy.QUEUE:
+        status = "queued"
+    if in_flight and policy is ConcurrencyPolicy.REPLACE:
+        for rid in in_flight:
+            await cancel_run(conn, rid, reason="replaced by a newer run", versions=versions)
+        replaced = tuple(in_flight)
+
+    priority = (request.priority or pipeline.spec.priority).rank
+    requires = list(pipeline.spec.requires.workers) if pipeline.spec.requires else []
+    window = request.window
+    run_id: int = await conn.fetchval(
+        """
+        INSERT INTO runs (namespace, pipeline_id, version_id, status, params, priority, requires_workers,
+                          triggered_by_kind, triggered_by_ref, parent_run_id, window_start, window_end,
+                          started_at, last_progress_at, idempotency_key)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
+                CASE WHEN $4 = 'running' THEN now() END, now(), $13)
+        RETURNING id
+        """,
+        request.namespace,
+        prow["id"],
+        prow["current_version_id"],
+        status,
+        params,
+        priority,
+        requires,
+        request.triggered_by_kind,
+        request.triggered_by_ref,
+        request.parent_run_id,
+        window[0] if window else None,
+        window[1] if window else None,
+        request.idempotency_key,
+    )
+    scope = Scope(params=params, run_id=run_id, scratch="", artifacts="", window=window)
+    grids, problems = _grids(pipeline, scope)
+    if problems:
+        raise ProblemsError(problems)
+    names = list(pipeline.spec.steps)
+    await conn.execute(
+        """INSERT INTO run_steps (run_id, step, items)
+           SELECT $1, s, NULLIF(n, -1) FROM unnest($2::text[], $3::int[]) AS t(s, n)""",
+        run_id,
+        names,
+        [len(grids[n]) if n in grids else -1 for n in names],
+    )
+    plain = [n for n in names if n not in grids]
+    await conn.execute(
+        """INSERT INTO step_attempts (run_id, step, number, kind, status, priority, requires_workers, block)
+           SELECT $1, s, 1, 'automatic', 'pending', $3, $4, b FROM unnest($2::text[], $5::text[]) AS t(s, b)""",
+        run_id,
+        plain,
+        priority,
+        requires,
+        [pipeline.spec.steps[n].block for n in plain],
+    )
+    for name, items in grids.items():
+        if not items:
+            continue
+        await conn.execute(
+            """
+            WITH items AS (
+                INSERT INTO run_items (run_id, step, index, value)
+                SELECT $1, $2, i - 1, v::jsonb FROM unnest($3::text[]) WITH ORDINALITY AS t(v, i)
+                RETURNING id, index
+            )
+            INSERT INTO step_attempts (run_id, run_item_id, step, item_index, number, kind, status,
+                                       priority, requires_workers, block)
+            SELECT $1, id, $2, index, 1, 'automatic', 'pending', $4, $5, $6 FROM items
+            """,
+            run_id,
+            name,
+            [json.dumps(v) for v in items],
+            priority,
+            requires,
+            pipeline.spec.steps[name].block,
+        )
+    await conn.execute(
+        "INSERT INTO log_entries (run_id, level, message, fields) VALUES ($1, 'info', $2, $3)",
+        run_id,
+        f"run created ({request.triggered_by_kind})"
+        + (", queued behind a run in flight" if status == "queued" else ""),
+        {"pipeline": request.pipeline, "version_id": prow["current_version_id"]},
+    )
+    if status == "running":
+        advanced = await advance_run(conn, run_id, pipeline)
+        if advanced.run_status is not None:
+            status = advanced.run_status
+    return RunCreated(run_id, status, replaced=replaced)
+
+
+async def start_queued_run(
+    conn: asyncpg.Connection, pipeline_id: int, versions: VersionCache
+) -> int | None:
+    """Start the oldest queued run of a pipeline when none is running (concurrency: Queue)."""
+    running = await conn.fetchval(
+        "SELECT 1 FROM runs WHERE pipeline_id = $1 AND status = 'running' LIMIT 1", pipeline_id
+    )
+    if running:
+        return None
+    row = await conn.fetchrow(
+        """SELECT id, version_id FROM runs WHERE pipeline_id = $1 AND status = 'queued'
+           ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED""",
+        pipeline_id,
+    )
+    if row is None:
+        return None
+    await conn.execute(
+        "UPDATE runs SET status = 'running', started_at = now(), last_progress_at = now() WHERE id = $1",
+        row["id"],
+    )
+    await advance_run(conn, row["id"], await versions.get(conn, row["version_id"]))
+    return int(row["id"])
+
+
+async def cancel_run(
+    conn: asyncpg.Connection, run_id: int, *, reason: str, versions: VersionCache
+) -> list[dict[str, Any]]:
+    """Cancel a run in one transaction; returns the remote handles to cancel best-effort.
+
+    Queued, pending, waiting and running attempts become cancelled; a worker holding one
+    finds its lease gone when it settles and discards its result.
+    """
+    row = await conn.fetchrow(
+        "SELECT status, pipeline_id FROM runs WHERE id = $1 FOR UPDATE", run_id
+    )
+    if row is None:
+        raise ProblemsError([problem("run.not_found", f"run {run_id} does not exist", "run")])
+    if row["status"] not in IN_FLIGHT:
+        return []
+    handles = await conn.fetch(
+        """UPDATE step_attempts SET status = 'cancelled', finished_at = now(), lease_owner = NULL,
+                  lease_expires_at = NULL, error_message = $2
+           WHERE run_id = $1 AND status IN ('pending', 'queued', 'running', 'waiting')
+           RETURNING id, block, step, handle, input""",
+        run_id,
+        reason,
+    )
+    await conn.execute(
+        """UPDATE run_items SET status = 'cancelled', finished_at = now()
+           WHERE run_id = $1 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')""",
+        run_id,
+    )
+    await conn.execute(
+        """UPDATE run_steps SET status = 'cancelled', finished_at = now()
+           WHERE run_id = $1 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')""",
+        run_id,
+    )
+    await conn.execute(
+        """UPDATE runs SET status = 'cancelled', finished_at = now(), last_progress_at = now(),
+                  error_message = $2 WHERE id = $1""",
+        run_id,
+        reason,
+    )
+    await conn.execute(
+        "INSERT INTO log_entries (run_id, level, message, fields) VALUES ($1, 'warning', $2, $3)",
+        run_id,
+        f"run cancelled: {reason}",
+        {"reason": reason},
+    )
+    await start_queued_run(conn, row["pipeline_id"], versions)
+    await notify_work(conn)
+    return [dict(h) for h in handles if h["handle"] is not None]
