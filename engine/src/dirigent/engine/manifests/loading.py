@@ -127,7 +127,8 @@ _SDK_CODES = {
 
 def _error_problem(err: Any) -> Problem:
     """One pydantic error as a located problem with a stable code."""
-    where = location(*[p for p in err["loc"] if isinstance(p, str | int)])
+    # "[key]" is pydantic's marker for an error in a map key: the key itself is the location.
+    where = location(*[p for p in err["loc"] if isinstance(p, str | int) and p != "[key]"])
     kind: str = err["type"]
     ctx = err.get("ctx") or {}
     if "." in kind:  # our own PydanticCustomError codes are dotted and already worded

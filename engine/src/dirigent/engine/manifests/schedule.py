@@ -21,7 +21,13 @@ from dirigent.sdk.units import Duration
 
 
 def check_cron(expr: str) -> str | None:
-    """None when the expression is valid, else why not."""
+    """None when the expression is valid, else why not.
+
+    Five fields only: cronsim also reads a leading seconds field, which would let a schedule
+    fire every second and makes "0 0 5 * * *" mean something else than a reader expects.
+    """
+    if len(expr.split()) != 5:
+        return f"{len(expr.split())} fields where cron has five (minute hour day month weekday)"
     try:
         CronSim(expr, datetime(2000, 1, 1))
     except CronSimError as err:

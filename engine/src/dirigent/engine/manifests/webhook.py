@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, JsonValue, field_validator
+from pydantic import AfterValidator, Field, JsonValue
 from pydantic_core import PydanticCustomError
 
 from dirigent.engine.manifests.base import Model, ObjectMeta, SecretKeyRef
@@ -53,28 +53,33 @@ class RateLimit(Model):
     burst: Annotated[int, Field(ge=1, le=100_000)] | None = None
 
 
+def _check_payload_path(path: str) -> str:
+    if parse_payload_path(path) is None:
+        raise PydanticCustomError(
+            "webhook.mapping.path_invalid",
+            "'{path}' is not a payload path: write $.key.sub or $.list.0 "
+            "(no filters, wildcards or slices)",
+            {"path": path},
+        )
+    return path
+
+
+# A validator on the value (not on the whole map) so a refusal is located at the parameter.
+PayloadPath = Annotated[str, AfterValidator(_check_payload_path)]
+
+
 class WebhookSpec(Model):
     pipeline: EntityName = Field(description="A Pipeline in the same namespace.")
-    params_from_payload: dict[str, str] = Field(default_factory=dict)
+    params_from_payload: dict[str, PayloadPath] = Field(
+        default_factory=dict,
+        description="Parameter name -> where its value is in the JSON payload, such as $.a.b.0.",
+    )
     hmac_secret_ref: SecretKeyRef | None = Field(
         default=None,
         description="When set, deliveries must carry X-Dirigent-Signature (HMAC-SHA256).",
     )
     rate_limit: RateLimit | None = None
     enabled: bool = True
-
-    @field_validator("params_from_payload")
-    @classmethod
-    def _paths_parse(cls, mapping: dict[str, str]) -> dict[str, str]:
-        for name, path in mapping.items():
-            if parse_payload_path(path) is None:
-                raise PydanticCustomError(
-                    "webhook.mapping.path_invalid",
-                    "'{path}' (for parameter '{name}') is not a payload path: write $.key.sub or "
-                    "$.list.0 (no filters, wildcards or slices)",
-                    {"path": path, "name": name},
-                )
-        return mapping
 
 
 class Webhook(Model):
