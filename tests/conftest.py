@@ -60,7 +60,11 @@ class DatabaseFactory:
         """A fresh, migrated database; returns its asyncpg SQLAlchemy URL."""
         with self._lock:
             name = f"test_{os.getpid()}_{next(self._numbers)}"
-        run_blocking(lambda: create_database(self.server.url, name, template=self.template))
+        run_blocking(
+            lambda: create_database(
+                self.server.url, name, template=self.template, strategy="file_copy"
+            )
+        )
         return self.server.url_for(name)
 
     def drop(self, url: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 from alembic import command
 from alembic.config import Config
@@ -153,14 +153,23 @@ def _quoted_database(name: str) -> str:
     return f'"{name}"'
 
 
-async def create_database(server_url: str, name: str, *, template: str | None = None) -> None:
+async def create_database(
+    server_url: str,
+    name: str,
+    *,
+    template: str | None = None,
+    strategy: Literal["wal_log", "file_copy"] | None = None,
+) -> None:
     """CREATE DATABASE `name` (optionally cloned from `template`) on the server of `server_url`.
 
-    Cloning needs the template to have no open connections.
+    Cloning needs the template to have no open connections. `file_copy` cloned a small
+    template about twice as fast as the default `wal_log` with fsync off (tests).
     """
     statement = f"CREATE DATABASE {_quoted_database(name)}"
     if template is not None:
         statement += f" TEMPLATE {_quoted_database(template)}"
+    if strategy is not None:
+        statement += f" STRATEGY {strategy.upper()}"
     await _autocommit(server_url, statement)
 
 
