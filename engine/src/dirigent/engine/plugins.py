@@ -90,9 +90,9 @@ def build_catalog(contributions: Iterable[tuple[str, Contribution]]) -> Catalog:
                     )
                 blocks[block_id] = entry
         for ck in contribution.connection_kinds:
-            kinds[type(ck).id] = ck  # type: ignore[attr-defined]
+            kinds[type(ck).id] = ck
         for n in contribution.notifiers:
-            notifiers[type(n).id] = n  # type: ignore[attr-defined]
+            notifiers[type(n).id] = n
     return Catalog(blocks, kinds, notifiers, tuple(names))
 
 

@@ -25,17 +25,19 @@ from dirigent.engine.store.runs import start_queued_run
 from dirigent.engine.store.versions import VersionCache
 
 CLAIM = """
-WITH due AS (
-    (SELECT id FROM step_attempts
-     WHERE status = 'queued' AND available_at <= now() AND requires_workers <@ $3::jsonb
-     ORDER BY priority DESC, fair_seq, available_at, id
-     LIMIT $2 FOR UPDATE SKIP LOCKED)
-    UNION ALL
-    (SELECT id FROM step_attempts
-     WHERE status = 'waiting' AND next_poll_at <= now() AND requires_workers <@ $3::jsonb
-     ORDER BY next_poll_at, id
-     LIMIT $2 FOR UPDATE SKIP LOCKED)
+WITH queued AS (
+    SELECT id FROM step_attempts
+    WHERE status = 'queued' AND available_at <= now() AND requires_workers <@ $3::jsonb
+    ORDER BY priority DESC, fair_seq, available_at, id
+    LIMIT $2 FOR UPDATE SKIP LOCKED
 ),
+polls AS (
+    SELECT id FROM step_attempts
+    WHERE status = 'waiting' AND next_poll_at <= now() AND requires_workers <@ $3::jsonb
+    ORDER BY next_poll_at, id
+    LIMIT $2 FOR UPDATE SKIP LOCKED
+),
+due AS (SELECT id FROM queued UNION ALL SELECT id FROM polls),
 claimed AS (
     UPDATE step_attempts a
     SET status = 'running', lease_owner = $1, lease_expires_at = now() + $4::interval,

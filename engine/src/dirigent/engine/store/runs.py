@@ -207,8 +207,8 @@ async def create_run(
         INSERT INTO runs (namespace, pipeline_id, version_id, status, params, priority, requires_workers,
                           triggered_by_kind, triggered_by_ref, parent_run_id, window_start, window_end,
                           started_at, last_progress_at, idempotency_key)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
-                CASE WHEN $4 = 'running' THEN now() END, now(), $13)
+        VALUES ($1, $2, $3, $4::text, $5, $6, $7, $8, $9, $10, $11, $12,
+                CASE WHEN $4::text = 'running' THEN now() END, now(), $13)
         RETURNING id
         """,
         request.namespace,

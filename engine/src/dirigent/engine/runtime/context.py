@@ -1,0 +1,124 @@
+"""The engine's side of the block contract: one StepContext per attempt.
+
+Scoped access to everything a block may touch. Log lines are buffered here and written in
+the transaction that records the attempt's outcome, so a run's log and its outcome can never
+disagree; each is also mirrored to the process log at debug level.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import structlog
+from pydantic import BaseModel, JsonValue
+
+from dirigent.engine.storage import FileStorage
+from dirigent.engine.store.attempts import LogLine
+from dirigent.sdk import BlockFailure, ErrorClass, Message, Runs
+
+M = TypeVar("M", bound=BaseModel)
+
+CONNECTION_UNAVAILABLE = Message(
+    "engine.connection.unavailable", "connection '{name}' is not available to this step: {why}"
+)
+
+_log = structlog.get_logger("dirigent.step")
+
+
+class BufferedLog:
+    """ctx.log: kept until the outcome commit; mirrored to the process log at debug."""
+
+    def __init__(self, bound: dict[str, Any]) -> None:
+        self.lines: list[LogLine] = []
+        self._bound = bound
+
+    def _add(self, level: str, message: str, fields: dict[str, JsonValue]) -> None:
+        self.lines.append(LogLine(level, message, dict(fields)))
+        _log.debug(message, level_requested=level, **self._bound, **fields)
+
+    def debug(self, message: str, **fields: JsonValue) -> None:
+        self._add("debug", message, fields)
+
+    def info(self, message: str, **fields: JsonValue) -> None:
+        self._add("info", message, fields)
+
+    def warning(self, message: str, **fields: JsonValue) -> None:
+        self._add("warning", message, fields)
+
+    def error(self, message: str, **fields: JsonValue) -> None:
+        self._add("error", message, fields)
+
+
+class EngineContext:
+    """A StepContext for one attempt."""
+
+    def __init__(
+        self,
+        *,
+        namespace: str,
+        pipeline: str,
+        run_id: int,
+        step: str,
+        attempt: int,
+        attempt_id: int,
+        run_item_id: int | None,
+        item: JsonValue | None,
+        started_at: dt.datetime,
+        cursor: dict[str, JsonValue] | None,
+        params: Mapping[str, JsonValue],
+        storage: FileStorage,
+        connections: Mapping[str, dict[str, Any]] | None = None,
+        runs: Runs | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self.pipeline = pipeline
+        self.run_id = run_id
+        self.step = step
+        self.attempt = attempt
+        self.attempt_id = attempt_id
+        self.run_item_id = run_item_id
+        self.item = item
+        self.started_at = started_at
+        self.cursor = cursor
+        self.params = params
+        self.storage = storage
+        self.scratch = storage.run_prefix(run_id)
+        self.log = BufferedLog({"run_id": run_id, "step": step, "attempt": attempt})
+        self._connections = dict(connections or {})
+        self._runs = runs
+
+    @property
+    def runs(self) -> Runs:
+        if self._runs is None:
+            raise BlockFailure(
+                Message(
+                    "engine.runs.unavailable", "starting runs from a step is not available here"
+                ),
+                error_class=ErrorClass.REJECTED,
+            )
+        return self._runs
+
+    def connection(self, name: str, model: type[M]) -> M:
+        values = self._connections.get(name)
+        if values is None:
+            raise BlockFailure(
+                CONNECTION_UNAVAILABLE,
+                error_class=ErrorClass.REJECTED,
+                name=name,
+                why="it does not exist, or the step's config does not name it",
+            )
+        try:
+            return model.model_validate(values)
+        except ValueError as err:
+            raise BlockFailure(
+                CONNECTION_UNAVAILABLE, error_class=ErrorClass.REJECTED, name=name, why=str(err)
+            ) from err
+
+    async def capture(
+        self, name: str, data: bytes, content_type: str = "application/octet-stream"
+    ) -> str:
+        uri = f"{self.scratch}/steps/{self.step}/{self.attempt_id}/{name}"
+        await self.storage.write_bytes(uri, data, content_type)
+        return uri

@@ -1,0 +1,397 @@
+"""Running one claimed attempt: resolve, validate, call the block, and say what happened.
+
+Nothing here writes to the database; it turns a claimed attempt into either an ``Outcome``
+(to settle) or a ``Park`` (to wait again). The worker owns the transactions. Errors are
+classified by the block (``classify_error``) into transient / rejected / unknown, which is
+all the retry policy reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+from pydantic import BaseModel, ValidationError
+
+from dirigent.engine.manifests.enums import TimeoutOutcome
+from dirigent.engine.manifests.pipeline import Pipeline, Step
+from dirigent.engine.plugins import BlockEntry, Catalog
+from dirigent.engine.runtime.context import EngineContext
+from dirigent.engine.runtime.resolving import (
+    NO_ITEM,
+    Scope,
+    UnresolvedReference,
+    referenced_steps,
+    resolve,
+)
+from dirigent.engine.storage import FileStorage
+from dirigent.engine.store.attempts import Artifact, Claimed, LogLine, Outcome
+from dirigent.sdk import BlockFailure, ErrorClass, NotYet, Operator, RemoteHandle, Sensor
+
+GONE_LIMIT = 3  # consecutive GONE probes before a vanished remote job fails the attempt
+
+
+@dataclass
+class Park:
+    """The attempt waits again: a sensor said NotYet, or a remote job is still running."""
+
+    next_poll: dt.timedelta
+    handle: dict[str, Any] | None = None
+    cursor: dict[str, Any] | None = None
+    message: str | None = None
+    progress: float | None = None
+    gone_count: int = 0
+    input: Any = None
+    logs: list[LogLine] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What executing needs from the process's settings."""
+
+    enabled_unsafe: frozenset[str]
+    inline_artifact_max: int
+
+
+def failure(
+    attempt: Claimed,
+    worker_id: str,
+    error_class: ErrorClass | str,
+    code: str,
+    message: str,
+    *,
+    params: dict[str, Any] | None = None,
+    input: Any = None,
+    logs: list[LogLine] | None = None,
+    duration_ms: int = 0,
+) -> Outcome:
+    lines = list(logs or [])
+    lines.append(
+        LogLine(
+            "error",
+            f"failed: {message}",
+            {"duration_ms": duration_ms, "error_class": str(error_class), "code": code},
+        )
+    )
+    return Outcome(
+        attempt,
+        worker_id,
+        "failed",
+        input=input,
+        error_class=str(error_class),
+        error_code=code,
+        error_message=message,
+        error_params=params or {},
+        logs=lines,
+    )
+
+
+async def upstream_scope(
+    conn: asyncpg.Connection, a: Claimed, pipeline: Pipeline, step: Step, storage: FileStorage
+) -> Scope:
+    """The values this attempt's references may read, fetched only for the steps it names."""
+    scope = Scope(
+        params=a.params,
+        run_id=a.run_id,
+        scratch=storage.run_prefix(a.run_id),
+        artifacts=storage.root_uri,
+        window=a.window,
+        item=a.item_value if a.run_item_id is not None else NO_ITEM,
+        item_index=a.item_index,
+    )
+    wanted = referenced_steps(step.config)
+    if isinstance(step.for_each, str):
+        wanted |= referenced_steps(step.for_each)
+    if not wanted:
+        return scope
+    rows = await conn.fetch(
+        """SELECT step, item_index, output FROM step_attempts
+           WHERE run_id = $1 AND step = ANY($2) AND status = 'succeeded'""",
+        a.run_id,
+        sorted(wanted),
+    )
+    grids = await conn.fetch(
+        "SELECT step, index, value FROM run_items WHERE run_id = $1 AND step = ANY($2) ORDER BY index",
+        a.run_id,
+        sorted(wanted),
+    )
+    for g in grids:
+        scope.grids.setdefault(g["step"], []).append(g["value"])
+    for name in wanted:
+        if name in scope.grids:
+            scope.fan_outs[name] = [None] * len(scope.grids[name])
+    for r in rows:
+        if r["item_index"] is None:
+            scope.outputs[r["step"]] = r["output"]
+        elif r["step"] in scope.fan_outs:
+            scope.fan_outs[r["step"]][r["item_index"]] = r["output"]
+    for name, outs in scope.fan_outs.items():
+        scope.outputs[name] = outs
+    return scope
+
+
+def _artifact(name: str, output: Any, settings: Settings) -> tuple[Artifact, bytes]:
+    data = json.dumps(output, sort_keys=True, separators=(",", ":")).encode()
+    art = Artifact(name, "application/json", len(data), hashlib.sha256(data).hexdigest())
+    if len(data) <= settings.inline_artifact_max:
+        art.inline = output
+    return art, data
+
+
+async def succeed(
+    a: Claimed,
+    worker_id: str,
+    output: BaseModel,
+    ctx: EngineContext,
+    started: float,
+    storage: FileStorage,
+    settings: Settings,
+    input: Any,
+) -> Outcome:
+    value = output.model_dump(mode="json")
+    art, data = _artifact("output", value, settings)
+    if art.inline is None:
+        art.uri = f"{storage.run_prefix(a.run_id)}/steps/{a.step}/{a.id}/output.json"
+        await storage.write_bytes(art.uri, data, art.content_type)
+    duration_ms = int((time.monotonic() - started) * 1000)
+    logs = [
+        *ctx.log.lines,
+        LogLine("info", "finished", {"duration_ms": duration_ms, "output_bytes": art.size}),
+    ]
+    return Outcome(a, worker_id, "succeeded", input=input, output=value, artifact=art, logs=logs)
+
+
+def _poll(step: Step, entry: BlockEntry) -> dt.timedelta:
+    if step.poll is not None:
+        return step.poll.to_timedelta()
+    return entry.block.spec.default_poll.to_timedelta()
+
+
+async def execute_attempt(
+    conn_factory: Any,
+    a: Claimed,
+    *,
+    worker_id: str,
+    pipeline: Pipeline,
+    catalog: Catalog,
+    storage: FileStorage,
+    settings: Settings,
+) -> Outcome | Park:
+    step = pipeline.spec.steps[a.step]
+    started = time.monotonic()
+    entry = catalog.block(a.block)
+    if entry is None:
+        return failure(
+            a,
+            worker_id,
+            ErrorClass.REJECTED,
+            "engine.block.missing",
+            f"block '{a.block}' is not installed on worker {worker_id}",
+        )
+    if entry.local_execution and a.block not in settings.enabled_unsafe:
+        return failure(
+            a,
+            worker_id,
+            ErrorClass.REJECTED,
+            "engine.block.unsafe_disabled",
+            f"block '{a.block}' executes code on workers and is not enabled here "
+            "(DIRIGENT_ENABLED_UNSAFE_BLOCKS)",
+        )
+    async with conn_factory() as conn:
+        scope = await upstream_scope(conn, a, pipeline, step, storage)
+    try:
+        resolved = resolve(step.config, scope)
+    except UnresolvedReference as err:
+        return failure(
+            a,
+            worker_id,
+            ErrorClass.REJECTED,
+            err.code,
+            str(err),
+            params={"reference": err.reference},
+        )
+    try:
+        config = entry.block.config_model.model_validate(resolved)
+    except ValidationError as err:
+        return failure(
+            a,
+            worker_id,
+            ErrorClass.REJECTED,
+            "engine.config.invalid",
+            f"config does not fit block '{a.block}': {err.errors(include_url=False)[0]['msg']}",
+            input=resolved,
+        )
+    ctx = EngineContext(
+        namespace=a.namespace,
+        pipeline=a.pipeline,
+        run_id=a.run_id,
+        step=a.step,
+        attempt=a.number,
+        attempt_id=a.id,
+        run_item_id=a.run_item_id,
+        item=a.item_value,
+        started_at=a.first_started_at,
+        cursor=a.cursor,
+        params=a.params,
+        storage=storage,
+    )
+    timeout = step.timeout.total_seconds() if step.timeout is not None else None
+    block = entry.block
+    try:
+        if isinstance(block, Sensor):
+            deadline = step.deadline or block.spec.default_deadline
+            if dt.datetime.now(dt.UTC) - a.first_started_at > deadline.to_timedelta():
+                if step.on_timeout is TimeoutOutcome.SKIP:
+                    return Outcome(
+                        a,
+                        worker_id,
+                        "skipped",
+                        input=resolved,
+                        logs=[
+                            LogLine(
+                                "warning", f"deadline {deadline} passed; skipped (onTimeout: Skip)"
+                            )
+                        ],
+                    )
+                return failure(
+                    a,
+                    worker_id,
+                    ErrorClass.REJECTED,
+                    "engine.sensor.deadline",
+                    f"the condition did not hold within the deadline {deadline}",
+                    input=resolved,
+                )
+            result = await asyncio.wait_for(block.poke(config, ctx), timeout)
+            if isinstance(result, NotYet):
+                logs = ctx.log.lines
+                if result.message and result.message != a.wait_message:
+                    logs = [*logs, LogLine("info", result.message, {"progress": result.progress})]
+                return Park(
+                    _poll(step, entry),
+                    cursor=result.cursor,
+                    message=result.message,
+                    progress=result.progress,
+                    input=resolved,
+                    logs=logs,
+                )
+            return await succeed(a, worker_id, result, ctx, started, storage, settings, resolved)
+        assert isinstance(block, Operator)
+        if a.handle is not None:
+            return await _probe(
+                a, worker_id, block, config, ctx, step, entry, started, storage, settings, resolved
+            )
+        result = await asyncio.wait_for(block.execute(config, ctx), timeout)
+        if isinstance(result, RemoteHandle):
+            return Park(
+                _poll(step, entry),
+                handle=result.model_dump(mode="json"),
+                input=resolved,
+                logs=[
+                    *ctx.log.lines,
+                    LogLine("info", f"submitted: {result.ref}", {"ref": result.ref}),
+                ],
+            )
+        return await succeed(a, worker_id, result, ctx, started, storage, settings, resolved)
+    except TimeoutError:
+        return failure(
+            a,
+            worker_id,
+            ErrorClass.TRANSIENT,
+            "engine.step.timeout",
+            f"the step did not finish within its timeout {step.timeout}",
+            input=resolved,
+            logs=ctx.log.lines,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
+    except BlockFailure as err:
+        return failure(
+            a,
+            worker_id,
+            err.error_class,
+            err.code,
+            err.message,
+            params=err.params,
+            input=resolved,
+            logs=ctx.log.lines,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
+    except asyncio.CancelledError:
+        raise
+    except Exception as err:
+        return failure(
+            a,
+            worker_id,
+            block.classify_error(err),
+            "engine.block.error",
+            f"{type(err).__name__}: {err}",
+            input=resolved,
+            logs=ctx.log.lines,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
+
+
+async def _probe(
+    a: Claimed,
+    worker_id: str,
+    block: Operator[Any, Any],
+    config: BaseModel,
+    ctx: EngineContext,
+    step: Step,
+    entry: BlockEntry,
+    started: float,
+    storage: FileStorage,
+    settings: Settings,
+    resolved: Any,
+) -> Outcome | Park:
+    assert a.handle is not None
+    handle = RemoteHandle.model_validate(a.handle)
+    result = await block.probe(handle, config, ctx)
+    status = str(result.status)
+    if status == "running":
+        new_handle = (
+            handle.model_copy(update={"meta": result.meta}) if result.meta is not None else handle
+        )
+        return Park(
+            _poll(step, entry),
+            handle=new_handle.model_dump(mode="json"),
+            message=result.message,
+            progress=result.progress,
+            logs=ctx.log.lines,
+        )
+    if status == "succeeded":
+        if result.meta is not None:
+            handle = handle.model_copy(update={"meta": result.meta})
+        output = await block.fetch(handle, config, ctx)
+        return await succeed(a, worker_id, output, ctx, started, storage, settings, resolved)
+    if status == "gone":
+        count = a.gone_count + 1
+        if count >= GONE_LIMIT:
+            return failure(
+                a,
+                worker_id,
+                ErrorClass.TRANSIENT,
+                "engine.remote.gone",
+                f"the remote system no longer knows job {handle.ref} ({count} probes)",
+                logs=ctx.log.lines,
+            )
+        return Park(
+            _poll(step, entry),
+            handle=a.handle,
+            gone_count=count,
+            message=result.message,
+            logs=ctx.log.lines,
+        )
+    return failure(
+        a,
+        worker_id,
+        ErrorClass.UNKNOWN,
+        "engine.remote.failed",
+        result.message or f"remote job {handle.ref} failed",
+        logs=ctx.log.lines,
+    )

@@ -1,0 +1,277 @@
+"""The worker: one claim query in a loop, blocks under a concurrency limit, durable outcomes.
+
+Workers need no dispatcher and no knowledge of each other: ``FOR UPDATE SKIP LOCKED`` keeps
+N of them from ever taking the same attempt. An idle worker LISTENs for the NOTIFY that
+queuing work sends and claims at once; it also polls every ``poll_interval``, so a lost
+notification costs latency, never correctness. A lease, refreshed by one heartbeat statement
+for everything the worker holds, is what lets the sweeper recover an attempt whose worker
+died; the same heartbeat tells the worker which attempts were cancelled under it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import asyncpg
+import structlog
+
+from dirigent.engine.plugins import Catalog
+from dirigent.engine.runtime.executing import Park, Settings, execute_attempt
+from dirigent.engine.storage import FileStorage
+from dirigent.engine.store import attempts as attempts_store
+from dirigent.engine.store import workers as workers_store
+from dirigent.engine.store.attempts import Claimed, Outcome
+from dirigent.engine.store.progress import WORK_CHANNEL
+from dirigent.engine.store.runs import start_queued_run
+from dirigent.engine.store.versions import VersionCache
+
+log = structlog.get_logger("dirigent.worker")
+T = TypeVar("T")
+VERSION = "0.1.0"
+
+
+@dataclass
+class WorkerConfig:
+    concurrency: int = 8
+    tags: list[str] = field(default_factory=list)
+    poll_interval: float = 1.0
+    lease: dt.timedelta = dt.timedelta(seconds=30)
+    heartbeat: dt.timedelta = dt.timedelta(seconds=10)
+    sweep_interval: float = 5.0
+    enabled_unsafe: frozenset[str] = frozenset()
+    inline_artifact_max: int = 65536
+    worker_id: str = field(
+        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    )
+
+
+async def in_transaction(
+    pool: asyncpg.Pool, fn: Callable[[asyncpg.Connection], Awaitable[T]], *, tries: int = 5
+) -> T:
+    """Run ``fn`` in a transaction, retrying when PostgreSQL aborts it for a deadlock."""
+    for attempt in range(tries):
+        try:
+            async with pool.acquire() as conn, conn.transaction():
+                return await fn(conn)
+        except (asyncpg.DeadlockDetectedError, asyncpg.SerializationError):
+            if attempt == tries - 1:
+                raise
+            await asyncio.sleep(0.01 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+class Worker:
+    """One worker process's engine loop."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        dsn: str,
+        catalog: Catalog,
+        storage: FileStorage,
+        config: WorkerConfig,
+    ) -> None:
+        self.pool = pool
+        self.dsn = dsn
+        self.catalog = catalog
+        self.storage = storage
+        self.config = config
+        self.id = config.worker_id
+        self.versions = VersionCache()
+        self._settings = Settings(config.enabled_unsafe, config.inline_artifact_max)
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self.executed = 0  # attempts this worker settled or parked; for tests and metrics
+
+    @contextlib.asynccontextmanager
+    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
+        async with self.pool.acquire() as conn:
+            yield conn
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Run until ``stop()``; then finish in-flight work briefly and hand back what remains."""
+        async with self._conn() as conn:
+            await workers_store.register(
+                conn,
+                self.id,
+                hostname=socket.gethostname(),
+                version=VERSION,
+                plugins=list(self.catalog.plugins),
+                tags=self.config.tags,
+                concurrency=self.config.concurrency,
+            )
+        log.info("worker.started", worker=self.id, concurrency=self.config.concurrency)
+        listener = await asyncpg.connect(self.dsn)
+        await listener.add_listener(WORK_CHANNEL, lambda *_: self._wake.set())
+        background = [
+            asyncio.create_task(self._heartbeat_loop()),
+            asyncio.create_task(self._sweep_loop()),
+        ]
+        try:
+            await self._claim_loop()
+        finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            await self._drain()
+            with contextlib.suppress(Exception):
+                await listener.close()
+            async with self._conn() as conn:
+                await workers_store.stopped(conn, self.id)
+            log.info("worker.stopped", worker=self.id)
+
+    async def _drain(self, grace: float = 5.0) -> None:
+        if self._tasks:
+            await asyncio.wait(list(self._tasks.values()), timeout=grace)
+        for task in list(self._tasks.values()):
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        async with self._conn() as conn:
+            handed = await workers_store.hand_back(conn, self.id)
+        if handed:
+            log.info("worker.leases_handed_back", count=handed)
+
+    async def _claim_loop(self) -> None:
+        while not self._stopping.is_set():
+            free = self.config.concurrency - len(self._tasks)
+            claimed: list[Claimed] = []
+            if free > 0:
+                self._wake.clear()
+                async with self._conn() as conn:
+                    claimed = await attempts_store.claim(
+                        conn, self.id, limit=free, tags=self.config.tags, lease=self.config.lease
+                    )
+                for attempt in claimed:
+                    task = asyncio.create_task(self._process(attempt))
+                    self._tasks[attempt.id] = task
+                    task.add_done_callback(self._done_callback(attempt.id))
+            if claimed and len(claimed) == free:
+                continue  # there may be more: go round without waiting
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.config.poll_interval)
+
+    def _done_callback(self, attempt_id: int) -> Callable[[asyncio.Task[None]], None]:
+        def done(_task: asyncio.Task[None]) -> None:
+            self._tasks.pop(attempt_id, None)
+            self._wake.set()  # a slot freed
+
+        return done
+
+    async def _process(self, attempt: Claimed) -> None:
+        structlog.contextvars.bind_contextvars(
+            run_id=attempt.run_id, step=attempt.step, attempt=attempt.number
+        )
+        try:
+            async with self._conn() as conn:
+                pipeline = await self.versions.get(conn, attempt.version_id)
+            result = await execute_attempt(
+                self._conn,
+                attempt,
+                worker_id=self.id,
+                pipeline=pipeline,
+                catalog=self.catalog,
+                storage=self.storage,
+                settings=self._settings,
+            )
+            if isinstance(result, Park):
+                await self._park(attempt, result)
+            else:
+                await self._settle(result)
+            self.executed += 1
+        except asyncio.CancelledError:
+            log.info("attempt.abandoned", attempt_id=attempt.id)
+            raise
+        except Exception:
+            # The engine's own failure, not the block's: leave the lease to expire so the
+            # sweeper recovers the attempt rather than recording a misleading outcome.
+            log.exception("attempt.engine_error", attempt_id=attempt.id)
+        finally:
+            structlog.contextvars.clear_contextvars()
+
+    async def _settle(self, outcome: Outcome) -> None:
+        settled = await in_transaction(
+            self.pool, lambda c: attempts_store.settle(c, outcome, self.versions)
+        )
+        if settled.discarded:
+            log.info("attempt.discarded", attempt_id=outcome.attempt.id, reason="no longer held")
+
+    async def _park(self, attempt: Claimed, park: Park) -> None:
+        async def write(conn: asyncpg.Connection) -> bool:
+            return await attempts_store.park(
+                conn,
+                attempt,
+                self.id,
+                next_poll=park.next_poll,
+                handle=park.handle,
+                cursor=park.cursor,
+                message=park.message,
+                progress=park.progress,
+                logs=park.logs,
+                gone_count=park.gone_count,
+                input=park.input,
+            )
+
+        await in_transaction(self.pool, write)
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.config.heartbeat.total_seconds()
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                ids = list(self._tasks)
+                async with self._conn() as conn:
+                    held = await attempts_store.heartbeat(conn, self.id, ids, self.config.lease)
+                    await workers_store.seen(conn, self.id)
+                for lost in set(ids) - held:
+                    task = self._tasks.get(lost)
+                    if task is not None and not task.done():
+                        log.info("attempt.cancelled_under_worker", attempt_id=lost)
+                        task.cancel()
+            except Exception:
+                log.exception("worker.heartbeat_failed")
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.sweep_interval)
+            try:
+                await self.sweep()
+            except Exception:
+                log.exception("worker.sweep_failed")
+
+    async def sweep(self) -> dict[str, Any]:
+        """One sweeper pass; safe when every worker runs it at once."""
+        async with self._conn() as conn:
+            recovered = await workers_store.recover_expired(conn)
+            gone = await workers_store.mark_gone(conn, self.config.lease * 3)
+        started: list[int] = []
+        async with self._conn() as conn:
+            pipeline_ids = await workers_store.stalled_queued_pipelines(conn)
+        for pid in pipeline_ids:
+
+            async def start(conn: asyncpg.Connection, pipeline_id: int = pid) -> int | None:
+                return await start_queued_run(conn, pipeline_id, self.versions)
+
+            run_id = await in_transaction(self.pool, start)
+            if run_id is not None:
+                started.append(run_id)
+        if recovered or started:
+            log.info(
+                "sweeper.recovered",
+                attempts=len(recovered),
+                runs_started=started,
+                workers_gone=gone,
+            )
+        return {"recovered": recovered, "runs_started": started, "workers_gone": gone}

@@ -1,0 +1,111 @@
+"""The workers registry and the sweeper's recovery statements.
+
+Recovery reads only the recovered attempt's own row: an attempt whose remote handle was
+committed goes back to waiting (probing continues; the work is never submitted twice), any
+other goes back to the queue.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+
+from dirigent.engine.store.progress import notify_work
+
+
+async def register(
+    conn: asyncpg.Connection,
+    worker_id: str,
+    *,
+    hostname: str,
+    version: str,
+    plugins: list[str],
+    tags: list[str],
+    concurrency: int,
+) -> None:
+    await conn.execute(
+        """INSERT INTO workers (id, hostname, version, plugins, tags, concurrency, status)
+           VALUES ($1, $2, $3, $4, $5, $6, 'active')
+           ON CONFLICT (id) DO UPDATE SET hostname = $2, version = $3, plugins = $4, tags = $5,
+               concurrency = $6, status = 'active', started_at = now(), last_seen_at = now()""",
+        worker_id,
+        hostname,
+        version,
+        plugins,
+        tags,
+        concurrency,
+    )
+
+
+async def seen(conn: asyncpg.Connection, worker_id: str) -> None:
+    await conn.execute("UPDATE workers SET last_seen_at = now() WHERE id = $1", worker_id)
+
+
+async def stopped(conn: asyncpg.Connection, worker_id: str) -> None:
+    await conn.execute(
+        "UPDATE workers SET status = 'stopped', last_seen_at = now() WHERE id = $1", worker_id
+    )
+
+
+async def hand_back(conn: asyncpg.Connection, worker_id: str) -> int:
+    """Give every lease this worker holds back, as recovery would, without waiting for expiry."""
+    status: str = await conn.execute(
+        """UPDATE step_attempts
+           SET status = CASE WHEN handle IS NOT NULL OR cursor IS NOT NULL THEN 'waiting' ELSE 'queued' END,
+               available_at = now(), next_poll_at = now(), lease_owner = NULL, lease_expires_at = NULL
+           WHERE lease_owner = $1 AND status = 'running'""",
+        worker_id,
+    )
+    count = int(status.split()[-1])
+    if count:
+        await notify_work(conn)
+    return count
+
+
+async def recover_expired(conn: asyncpg.Connection, *, limit: int = 500) -> list[dict[str, Any]]:
+    """Expired leases back to waiting (handle committed) or queued; safe with several sweepers."""
+    rows = await conn.fetch(
+        """
+        WITH expired AS (
+            SELECT id FROM step_attempts
+            WHERE status = 'running' AND lease_expires_at < now()
+            ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
+        )
+        UPDATE step_attempts a
+        SET status = CASE WHEN a.handle IS NOT NULL OR a.cursor IS NOT NULL THEN 'waiting' ELSE 'queued' END,
+            available_at = now(), next_poll_at = now(), lease_owner = NULL, lease_expires_at = NULL
+        FROM expired WHERE a.id = expired.id
+        RETURNING a.id, a.run_id, a.step, a.status
+        """,
+        limit,
+    )
+    if rows:
+        await conn.executemany(
+            """INSERT INTO log_entries (run_id, attempt_id, step, level, message, fields)
+               VALUES ($1, $2, $3, 'warning', $4, '{}'::jsonb)""",
+            [
+                (r["run_id"], r["id"], r["step"], f"lease expired; recovered to {r['status']}")
+                for r in rows
+            ],
+        )
+        await notify_work(conn)
+    return [dict(r) for r in rows]
+
+
+async def mark_gone(conn: asyncpg.Connection, stale: timedelta) -> int:
+    status: str = await conn.execute(
+        "UPDATE workers SET status = 'gone' WHERE status = 'active' AND last_seen_at < now() - $1::interval",
+        stale,
+    )
+    return int(status.split()[-1])
+
+
+async def stalled_queued_pipelines(conn: asyncpg.Connection) -> list[int]:
+    """Pipelines with queued runs and none running: a promotion a lost race left undone."""
+    rows = await conn.fetch(
+        """SELECT DISTINCT pipeline_id FROM runs q WHERE q.status = 'queued'
+           AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.pipeline_id = q.pipeline_id AND r.status = 'running')"""
+    )
+    return [r["pipeline_id"] for r in rows]
