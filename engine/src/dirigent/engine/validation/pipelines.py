@@ -29,7 +29,8 @@ def check_pipeline(pipeline: Pipeline) -> list[Problem]:
     deps = {name: step.depends_on for name, step in spec.steps.items()}
     out: list[Problem] = []
     out += _check_edges(pipeline)
-    cycle = dag.find_cycle(deps)
+    # A step naming itself is reported once, as pipeline.dependency.self, not also as a cycle.
+    cycle = dag.find_cycle({n: [d for d in ds if d != n] for n, ds in deps.items()})
     if cycle is not None:
         out.append(
             problem(
