@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import JsonValue
 
 from dirigent.engine.manifests.references import (
     Namespace,
@@ -105,7 +106,7 @@ def test_an_escape_alone_is_not_standalone() -> None:
 
 
 def test_find_references_walks_nested_values_with_paths() -> None:
-    value = {
+    value: JsonValue = {
         "url": "https://x/${params.day}",
         "rows": [{"id": "${steps.a.output.id}"}, "plain"],
         "bad": "${nope.x}",
