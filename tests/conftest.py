@@ -15,9 +15,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -79,10 +82,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
-    """The session's embedded PostgreSQL server (superuser `postgres`, trust auth)."""
-    with EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "data") as server:
-        yield server
+def pg_server() -> Iterator[EmbeddedPostgres]:
+    """The session's embedded PostgreSQL server (superuser `postgres`, trust auth).
+
+    Its data lives in a directory of its own rather than under pytest's temporary tree:
+    as root the server runs as another user, and pytest re-creates and prunes its tree
+    (mode 0700) when several pytest processes share the machine.
+    """
+    base = Path(tempfile.mkdtemp(prefix="dirigent-test-pg-"))
+    try:
+        with EmbeddedPostgres(base / "data") as server:
+            yield server
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -15,13 +15,12 @@ from typing import Any
 
 import asyncpg
 
+from dirigent.engine.applying import Applied, apply_manifest
 from dirigent.engine.manifests.loading import parse_manifest, read_text
-from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.plugins import Catalog, discover
 from dirigent.engine.runtime.worker import Worker, WorkerConfig, in_transaction
 from dirigent.engine.storage import FileStorage
-from dirigent.engine.store import definitions, runs
-from dirigent.engine.store.definitions import ApplyResult
+from dirigent.engine.store import runs
 from dirigent.engine.store.pool import asyncpg_dsn, create_pool
 from dirigent.engine.store.runs import RunCreated, RunRequest
 from dirigent.engine.store.versions import VersionCache
@@ -39,15 +38,20 @@ class Harness:
         self.versions = VersionCache()
         self.namespace = "default"
 
-    async def apply(self, text: str) -> ApplyResult:
+    async def apply(self, text: str) -> Applied:
+        """Apply through the same path every door uses (validation included)."""
         docs, problems = read_text(text)
         assert not problems, problems
         manifest, problems = parse_manifest(docs[0].data)
-        assert manifest is not None and isinstance(manifest, Pipeline), problems
+        assert manifest is not None, problems
         return await in_transaction(
             self.pool,
-            lambda c: definitions.apply_pipeline(
-                c, manifest, namespace=self.namespace, provenance={"by": "test"}
+            lambda c: apply_manifest(
+                c,
+                manifest,
+                namespace=self.namespace,
+                catalog=self.catalog,
+                provenance={"by": "test"},
             ),
         )
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import typer
 
-from dirigent.cli import crds, migrate, validate
+from dirigent.cli import crds, migrate, validate, worker
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="dirigent: pipelines on Kubernetes.")
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="dirigent: pipelines on Kubernetes."
+)
 
 
 @app.callback()
@@ -17,6 +19,7 @@ def _root() -> None:
 app.command("crds")(crds.command)
 app.command("validate")(validate.command)
 app.command("migrate")(migrate.migrate)
+app.command("worker")(worker.command)
 
 
 def main() -> None:

@@ -32,6 +32,8 @@ from dirigent.engine.runtime.resolving import (
 )
 from dirigent.engine.storage import FileStorage
 from dirigent.engine.store.attempts import Artifact, Claimed, LogLine, Outcome
+from dirigent.engine.store.connections import open_connection
+from dirigent.engine.store.crypto import SealError, SecretSealer
 from dirigent.sdk import BlockFailure, ErrorClass, NotYet, Operator, RemoteHandle, Sensor
 
 GONE_LIMIT = 3  # consecutive GONE probes before a vanished remote job fails the attempt
@@ -57,6 +59,7 @@ class Settings:
 
     enabled_unsafe: frozenset[str]
     inline_artifact_max: int
+    sealer: SecretSealer | None = None
 
 
 def failure(
@@ -227,7 +230,27 @@ async def execute_attempt(
             f"config does not fit block '{a.block}': {err.errors(include_url=False)[0]['msg']}",
             input=resolved,
         )
+    # Connections are opened here, on the worker path, and nowhere else: the step's config
+    # names the one it uses, and only that one is unsealed.
+    connections: dict[str, dict[str, Any]] = {}
+    named = resolved.get("connection") if isinstance(resolved, dict) else None
+    if isinstance(named, str):
+        try:
+            async with conn_factory() as conn:
+                opened = await open_connection(conn, a.namespace, named, settings.sealer)
+        except (SealError, ValueError) as err:
+            return failure(
+                a,
+                worker_id,
+                ErrorClass.REJECTED,
+                "engine.connection.unopenable",
+                f"connection '{named}' cannot be opened: {err}",
+                input=resolved,
+            )
+        if opened is not None:
+            connections[named] = opened
     ctx = EngineContext(
+        connections=connections,
         namespace=a.namespace,
         pipeline=a.pipeline,
         run_id=a.run_id,

@@ -29,6 +29,7 @@ from dirigent.engine.storage import FileStorage
 from dirigent.engine.store import attempts as attempts_store
 from dirigent.engine.store import workers as workers_store
 from dirigent.engine.store.attempts import Claimed, Outcome
+from dirigent.engine.store.crypto import SecretSealer
 from dirigent.engine.store.progress import WORK_CHANNEL
 from dirigent.engine.store.runs import start_queued_run
 from dirigent.engine.store.versions import VersionCache
@@ -48,6 +49,7 @@ class WorkerConfig:
     sweep_interval: float = 5.0
     enabled_unsafe: frozenset[str] = frozenset()
     inline_artifact_max: int = 65536
+    sealer: SecretSealer | None = None
     worker_id: str = field(
         default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     )
@@ -86,7 +88,7 @@ class Worker:
         self.config = config
         self.id = config.worker_id
         self.versions = VersionCache()
-        self._settings = Settings(config.enabled_unsafe, config.inline_artifact_max)
+        self._settings = Settings(config.enabled_unsafe, config.inline_artifact_max, config.sealer)
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()

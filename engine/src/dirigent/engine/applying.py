@@ -1,0 +1,110 @@
+"""Apply: the one path by which a manifest becomes engine state, whatever door it came in.
+
+The operator (kubectl), the REST API, ``dirigent dev`` and ``dirigent run --local`` all call
+``apply_manifest``. It validates offline (the document alone) and against the catalog (the
+installed blocks, the namespace's connections) and reports every problem at once; only a
+manifest with none is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from dirigent.engine.manifests.connection import Connection
+from dirigent.engine.manifests.loading import Manifest
+from dirigent.engine.manifests.pipeline import Pipeline
+from dirigent.engine.plugins import Catalog
+from dirigent.engine.problems import ProblemsError, problem
+from dirigent.engine.store import connections as connections_store
+from dirigent.engine.store import definitions
+from dirigent.engine.store.crypto import SecretSealer
+from dirigent.engine.store.definitions import ApplyAction
+from dirigent.engine.validation.catalog import check_against_catalog
+from dirigent.engine.validation.pipelines import check_pipeline
+
+
+@dataclass(frozen=True)
+class Applied:
+    kind: str
+    name: str
+    action: ApplyAction
+    version: int | None = None
+    digest: str | None = None
+
+
+async def apply_manifest(
+    conn: asyncpg.Connection,
+    manifest: Manifest,
+    *,
+    namespace: str,
+    catalog: Catalog,
+    sealer: SecretSealer | None = None,
+    secret_values: Mapping[str, str] | None = None,
+    enabled_unsafe: Collection[str] | None = None,
+    provenance: dict[str, Any] | None = None,
+    owner_uid: str | None = None,
+) -> Applied:
+    """Validate and store one manifest. Call inside a transaction; raises ProblemsError."""
+    if isinstance(manifest, Pipeline):
+        problems = check_pipeline(manifest)
+        names = await connections_store.connection_names(conn, namespace)
+        problems += check_against_catalog(
+            manifest, catalog, connections=names, enabled_unsafe=enabled_unsafe
+        )
+        if problems:
+            raise ProblemsError(problems)
+        result = await definitions.apply_pipeline(
+            conn, manifest, namespace=namespace, provenance=provenance, owner_uid=owner_uid
+        )
+        return Applied(
+            "Pipeline", manifest.metadata.name, result.action, result.version, result.digest
+        )
+    if isinstance(manifest, Connection):
+        if manifest.spec.type not in catalog.connection_kinds and catalog.connection_kinds:
+            raise ProblemsError(
+                [
+                    problem(
+                        "connection.type.unknown",
+                        f"connection kind '{manifest.spec.type}' is not installed",
+                        "spec",
+                        "type",
+                    )
+                ]
+            )
+        values = dict(secret_values or {})
+        missing = sorted(set(manifest.spec.secrets) - set(values))
+        if missing:
+            raise ProblemsError(
+                [
+                    problem(
+                        "connection.secret.missing",
+                        f"no value was given for secret field '{m}'",
+                        "spec",
+                        "secrets",
+                        m,
+                    )
+                    for m in missing
+                ]
+            )
+        action = await connections_store.apply_connection(
+            conn,
+            manifest,
+            namespace=namespace,
+            secret_values=values,
+            sealer=sealer,
+            owner_uid=owner_uid,
+        )
+        return Applied("Connection", manifest.metadata.name, action)
+    raise ProblemsError(
+        [
+            problem(
+                "apply.kind.unsupported",
+                f"{manifest.kind} resources are not applied by this engine version yet",
+                "kind",
+            )
+        ]
+    )

@@ -1,0 +1,47 @@
+"""Assembling a worker process from settings: pool, catalog, storage, sealer.
+
+Used by ``dirigent worker`` and ``dirigent dev``; the pieces are built once, here, and
+handed down — nothing below reads the environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+from dirigent.engine.plugins import discover
+from dirigent.engine.runtime.worker import Worker, WorkerConfig
+from dirigent.engine.settings import EngineSettings
+from dirigent.engine.storage import FileStorage
+from dirigent.engine.store.crypto import SecretSealer
+from dirigent.engine.store.pool import asyncpg_dsn, create_pool
+
+
+def worker_config(settings: EngineSettings) -> WorkerConfig:
+    return WorkerConfig(
+        concurrency=settings.worker_concurrency,
+        tags=list(settings.worker_tags),
+        poll_interval=settings.poll_interval,
+        lease=settings.lease_duration,
+        heartbeat=settings.heartbeat_interval,
+        enabled_unsafe=frozenset(settings.enabled_unsafe_blocks),
+        inline_artifact_max=settings.inline_artifact_max,
+        sealer=SecretSealer.from_settings(settings) if settings.secret_key is not None else None,
+    )
+
+
+async def run_worker(settings: EngineSettings, url: str | None = None) -> None:
+    """Run one worker until SIGTERM/SIGINT; then finish or hand back what it holds."""
+    url = url or settings.require_database_url()
+    config = worker_config(settings)
+    pool = await create_pool(url, max_size=config.concurrency + 4)
+    try:
+        worker = Worker(
+            pool, asyncpg_dsn(url), discover(), FileStorage(settings.artifact_root), config
+        )
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, worker.stop)
+        await worker.run()
+    finally:
+        await pool.close()
