@@ -1,0 +1,78 @@
+"""The plugin host and the unsafe-block gate.
+
+``testing.*`` blocks come from a separate distribution (tests/plugin) installed into the
+environment; they are found only through its ``dirigent.plugins.v1`` entry point.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dirigent.engine.plugins import discover
+from dirigent.engine.problems import ProblemsError
+from dirigent.engine.runtime.worker import in_transaction
+from dirigent.engine.store import runs
+from dirigent.engine.store.runs import RunRequest
+from tests.integration.engine.harness import Harness
+
+UNSAFE = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: u}
+spec:
+  steps:
+    run_code: {block: testing.unsafe}
+"""
+
+
+def test_a_third_party_block_is_discovered_through_its_entry_point() -> None:
+    catalog = discover()
+    entry = catalog.block("testing.record")
+    assert entry is not None
+    assert entry.plugin == "testing"
+    assert type(entry.block).__module__ == "dirigent_testblocks"
+    assert entry.config_schema["properties"]["path"]["type"] == "string"
+
+
+async def test_a_third_party_block_runs_end_to_end(h: Harness, tmp_path: Path) -> None:
+    await h.apply(f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: third}}
+spec:
+  steps:
+    rec: {{block: testing.record, forEach: [a, b], config: {{path: "{tmp_path}/rec.log"}}}}
+""")
+    run = await h.run("third")
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "succeeded"
+    ends = [ln for ln in (tmp_path / "rec.log").read_text().splitlines() if ln.startswith("end")]
+    assert sorted(ln.split()[-1] for ln in ends) == ['"a"', '"b"']
+
+
+async def test_the_gate_refuses_run_creation_for_a_block_not_enabled(h: Harness) -> None:
+    await h.apply(UNSAFE)
+    with pytest.raises(ProblemsError) as refused:
+        await in_transaction(h.pool, lambda c: runs.create_run(
+            c, RunRequest("default", "u"), versions=h.versions, catalog=h.catalog, enabled_unsafe=()))
+    assert refused.value.problems[0].code == "run.block.unsafe_disabled"
+    created = await in_transaction(h.pool, lambda c: runs.create_run(
+        c, RunRequest("default", "u"), versions=h.versions, catalog=h.catalog, enabled_unsafe={"testing.unsafe"}))
+    assert created.status == "running"
+
+
+async def test_the_gate_is_checked_again_at_claim(h: Harness) -> None:
+    """Tightening the config stops work that was already queued."""
+    await h.apply(UNSAFE)
+    created = await in_transaction(h.pool, lambda c: runs.create_run(
+        c, RunRequest("default", "u"), versions=h.versions, catalog=h.catalog, enabled_unsafe={"testing.unsafe"}))
+    async with h.workers(1, enabled_unsafe=frozenset()):
+        assert await h.until_settled(created.run_id) == "failed"
+    [attempt] = await h.attempts(created.run_id)
+    assert (attempt["error_class"], attempt["error_code"]) == ("rejected", "engine.block.unsafe_disabled")
+    created = await in_transaction(h.pool, lambda c: runs.create_run(
+        c, RunRequest("default", "u"), versions=h.versions, catalog=h.catalog, enabled_unsafe={"testing.unsafe"}))
+    async with h.workers(1, enabled_unsafe=frozenset({"testing.unsafe"})):
+        assert await h.until_settled(created.run_id) == "succeeded"
