@@ -23,3 +23,20 @@ cluster-up: k8s-binaries
 
 cluster-down:
 	@$(UV) run python -m e2e.harness down
+
+.PHONY: test lint unit dev
+
+# Static checks: lint, format, types, layers, generated artifacts.
+lint:
+	$(UV) run ruff check .
+	$(UV) run ruff format --check .
+	$(UV) run mypy
+	$(UV) run lint-imports
+	$(UV) run dirigent crds --check
+
+# Unit and integration tests (real embedded PostgreSQL).
+unit:
+	$(UV) run pytest tests
+
+# Everything CI runs: static checks, unit + integration, then e2e against a real apiserver.
+test: lint unit e2e

@@ -238,11 +238,15 @@ class Then:
 
     def _fetch(self, ref: Ref) -> Obj | None:
         try:
-            return self.kubectl.json("get", "-f", "-", stdin=ref.stub())
+            out = self.kubectl.json("get", "-f", "-", stdin=ref.stub())
         except KubectlError as exc:
             if "NotFound" in exc.stderr or "not found" in exc.stderr:
                 return None
             raise
+        if out.get("kind") == "List":  # `get -f` wraps even a single object
+            items: list[Obj] = out.get("items", [])
+            return items[0] if items else None
+        return out
 
     def _explain(self, ref: Ref, obj: Obj | None, description: str, timeout: float) -> str:
         body = yaml.safe_dump(_without_noise(obj), sort_keys=False) if obj else "(not found)\n"
