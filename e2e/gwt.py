@@ -274,6 +274,15 @@ def events_text(kubectl: Kubectl, ref: Ref) -> str:
 
 def _without_noise(obj: Obj) -> Obj:
     meta = {k: v for k, v in obj.get("metadata", {}).items() if k != "managedFields"}
+    annotations = {
+        k: v
+        for k, v in meta.get("annotations", {}).items()
+        if k != "kubectl.kubernetes.io/last-applied-configuration"
+    }
+    if annotations:
+        meta["annotations"] = annotations
+    else:
+        meta.pop("annotations", None)
     return {**obj, "metadata": meta}
 
 

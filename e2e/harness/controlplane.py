@@ -71,12 +71,23 @@ class ControlPlane:
         self.stop()
 
     def start(self) -> Path:
-        """Bring everything up and wait until nodes are Ready; stops all on any failure."""
-        try:
-            self._start()
-        except BaseException:
-            self.stop()
-            raise
+        """Bring everything up and wait until nodes are Ready; stops all on any failure.
+
+        Ports are picked free and then bound by another process, so another program can
+        win the race in between; that one case (seen in the logs) is retried once.
+        """
+        for attempt in (1, 2):
+            try:
+                self._start()
+            except BaseException as exc:
+                lost_port_race = isinstance(exc, RuntimeError | TimeoutError) and any(
+                    "address already in use" in processes.log_tail(p.log) for p in self.processes
+                )
+                self.stop()
+                if attempt == 1 and lost_port_race:
+                    continue
+                raise
+            break
         return self.kubeconfig
 
     def stop(self) -> None:

@@ -30,6 +30,20 @@ if [[ ${#missing[@]} -eq 0 ]]; then
   echo "$bin"
   exit 0
 fi
+mkdir -p "$root"
+# One build at a time per versions key; a second caller waits, then finds the binaries.
+exec 9>"$root/.lock"
+if ! flock -n 9; then
+  log "another build holds $root/.lock; waiting"
+  flock 9
+fi
+missing=()
+for t in "${tools[@]}"; do [[ -x "$bin/$t" ]] || missing+=("$t"); done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  log "all binaries present in $bin"
+  echo "$bin"
+  exit 0
+fi
 log "building: ${missing[*]} -> $bin"
 
 export GOMODCACHE="$cache/go/mod"
@@ -62,7 +76,9 @@ build_kube() {
   local staging_v="v0.${minor}.$(cut -d. -f3 <<<"$v")"
   d="$(new_wrapper kube)"
   log "kubernetes $v: reading staging replaces from its go.mod"
-  gomod="$(cd "$d" && "$GO" mod download -json "k8s.io/kubernetes@$v" | jq -r .GoMod)"
+  gomod="$(cd "$d" && "$GO" mod download -json "k8s.io/kubernetes@$v" \
+    | sed -n 's/^[[:space:]]*"GoMod":[[:space:]]*"\([^"]*\)".*/\1/p')"
+  [[ -f "$gomod" ]] || { log "could not locate k8s.io/kubernetes@$v go.mod"; return 1; }
   # Every `k8s.io/x => ./staging/...` upstream becomes `k8s.io/x => k8s.io/x <staging tag>`.
   staging="$(sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\)[[:space:]]*=>[[:space:]]*\./staging/.*#\1#p' "$gomod")"
   [[ -n "$staging" ]] || { log "no staging replaces found in $gomod"; return 1; }
