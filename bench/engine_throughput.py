@@ -1,0 +1,227 @@
+"""Engine throughput: no-op step attempts through claim → execute → outcome, per second.
+
+Measured on one embedded PostgreSQL, side by side with pgbench's simple-update TPS on the
+same server in the same run (one attempt is two transactions: a claim and an outcome, so
+the line to beat is pgbench_tps / 2 / 2 — half of what the database does in raw writes).
+
+Scenarios, each with 1, 2 and 4 `dirigent worker` processes:
+  fan-out  one run with N no-op items
+  runs     N/2 runs of two chained no-op steps
+and a chain of sequential steps to measure the gap from a step settling to its dependent
+starting (p50, p99).
+
+    uv run python bench/engine_throughput.py            # full
+    uv run python bench/engine_throughput.py --quick    # under a minute
+
+The last line is machine-readable:
+    attempts_per_s=<n> pgbench_tps=<n> ratio=<attempts_per_s*2/pgbench_tps>
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import asyncpg
+
+from dirigent.engine.applying import apply_manifest
+from dirigent.engine.manifests.loading import parse_manifest, read_text
+from dirigent.engine.plugins import discover
+from dirigent.engine.runtime.worker import in_transaction
+from dirigent.engine.store import runs
+from dirigent.engine.store.database import create_database, upgrade_async
+from dirigent.engine.store.embedded import EmbeddedPostgres, binaries_dir
+from dirigent.engine.store.pool import create_pool
+from dirigent.engine.store.versions import VersionCache
+
+FAN = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: fan}}
+spec:
+  params: {{type: object, properties: {{n: {{type: integer}}}}}}
+  steps:
+    each: {{block: core.noop, forEach: {items}}}
+"""
+PAIR = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: pair}
+spec:
+  steps:
+    a: {block: core.noop}
+    b: {block: core.noop, dependsOn: [a]}
+"""
+
+
+def chain(n: int) -> str:
+    steps = "\n".join(
+        f"    s{i}: {{block: core.noop{', dependsOn: [s' + str(i - 1) + ']' if i else ''}}}" for i in range(n)
+    )
+    return f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: chain}}
+spec:
+  steps:
+{steps}
+"""
+
+
+async def apply(pool: asyncpg.Pool, text: str) -> None:
+    docs, _ = read_text(text)
+    manifest, problems = parse_manifest(docs[0].data)
+    assert manifest is not None, problems
+    catalog = discover()
+    await in_transaction(pool, lambda c: apply_manifest(c, manifest, namespace="default", catalog=catalog))
+
+
+def start_workers(url: str, count: int, concurrency: int, root: Path) -> list[subprocess.Popen[bytes]]:
+    env = {**os.environ, "DIRIGENT_DATABASE_URL": url, "DIRIGENT_WORKER_CONCURRENCY": str(concurrency),
+           "DIRIGENT_ARTIFACT_ROOT": str(root), "DIRIGENT_POLL_INTERVAL": "0.5"}
+    return [subprocess.Popen([sys.executable, "-m", "dirigent.cli", "worker"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(count)]
+
+
+def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+async def wait_registered(pool: asyncpg.Pool, count: int) -> None:
+    while await pool.fetchval("SELECT count(*) FROM workers WHERE status = 'active'") < count:
+        await asyncio.sleep(0.1)
+
+
+async def settle(pool: asyncpg.Pool, run_ids: list[int]) -> None:
+    while await pool.fetchval(
+        "SELECT count(*) FROM runs WHERE id = ANY($1) AND status IN ('queued', 'running')", run_ids
+    ):
+        await asyncio.sleep(0.02)
+
+
+async def scenario(url: str, name: str, n: int, workers: int, concurrency: int, root: Path) -> float:
+    """Attempts per second for one scenario on a fresh database."""
+    pool = await create_pool(url, max_size=8)
+    versions = VersionCache()
+    try:
+        procs = start_workers(url, workers, concurrency, root)
+        try:
+            await wait_registered(pool, workers)
+            t0 = time.perf_counter()
+            if name == "fan-out":
+                created = [await in_transaction(pool, lambda c: runs.create_run(
+                    c, runs.RunRequest("default", "fan"), versions=versions))]
+                attempts = n
+            else:
+                created = []
+                for _ in range(n // 2):
+                    created.append(await in_transaction(pool, lambda c: runs.create_run(
+                        c, runs.RunRequest("default", "pair"), versions=versions)))
+                attempts = 2 * (n // 2)
+            await settle(pool, [r.run_id for r in created])
+            elapsed = time.perf_counter() - t0
+            bad = await pool.fetchval("SELECT count(*) FROM runs WHERE status <> 'succeeded'")
+            assert bad == 0, f"{bad} runs did not succeed"
+            return attempts / elapsed
+        finally:
+            stop_workers(procs)
+    finally:
+        await pool.close()
+
+
+async def gaps(url: str, steps: int, root: Path) -> tuple[float, float]:
+    """Step settled → dependent started, in ms (p50, p99), over a chain of no-op steps."""
+    pool = await create_pool(url, max_size=4)
+    try:
+        procs = start_workers(url, 1, 4, root)
+        try:
+            await wait_registered(pool, 1)
+            run = await in_transaction(pool, lambda c: runs.create_run(
+                c, runs.RunRequest("default", "chain"), versions=VersionCache()))
+            await settle(pool, [run.run_id])
+            rows = await pool.fetch(
+                """SELECT step, started_at, finished_at FROM step_attempts WHERE run_id = $1""", run.run_id)
+        finally:
+            stop_workers(procs)
+    finally:
+        await pool.close()
+    by = {r["step"]: r for r in rows}
+    gaps_ms = [(by[f"s{i}"]["started_at"] - by[f"s{i - 1}"]["finished_at"]).total_seconds() * 1000
+               for i in range(1, steps)]
+    gaps_ms.sort()
+    return statistics.median(gaps_ms), gaps_ms[min(len(gaps_ms) - 1, int(len(gaps_ms) * 0.99))]
+
+
+def pgbench(server: EmbeddedPostgres, seconds: int) -> float:
+    exe = str(binaries_dir() / "pgbench")
+    common = ["-h", "127.0.0.1", "-p", str(server.port), "-U", "postgres"]
+    subprocess.run([exe, *common, "-i", "-s", "4", "-q", "bench"], check=True, capture_output=True)
+    done = subprocess.run([exe, *common, "-b", "simple-update", "-c", "8", "-j", "2", "-T", str(seconds), "bench"],
+                          check=True, capture_output=True, text=True)
+    match = re.search(r"tps = ([0-9.]+)", done.stdout)
+    assert match, done.stdout
+    return float(match.group(1))
+
+
+async def main(quick: bool) -> None:
+    n = 2000 if quick else 10000
+    worker_counts = [1, 2] if quick else [1, 2, 4]
+    base = Path(tempfile.mkdtemp(prefix="dirigent-bench-"))
+    server = EmbeddedPostgres(base / "pgdata")
+    server.start()
+    try:
+        print(f"server: PostgreSQL on 127.0.0.1:{server.port} (fsync off, as the embedded test server)")
+        await create_database(server.url, "bench")
+        tps = pgbench(server, 5 if quick else 15)
+        print(f"pgbench simple-update: {tps:.0f} tps (8 clients) -> target {tps / 4:.0f} attempts/s")
+        results: list[float] = []
+        counter = 0
+        for scen in ("fan-out", "runs"):
+            for workers in worker_counts:
+                counter += 1
+                db = f"engine_{counter}"
+                await create_database(server.url, db)
+                url = server.url_for(db)
+                await upgrade_async(url)
+                pool = await create_pool(url, max_size=2)
+                await apply(pool, FAN.format(items=list(range(n))))
+                await apply(pool, PAIR)
+                await pool.close()
+                rate = await scenario(url, scen, n, workers, 16, base / "art")
+                results.append(rate)
+                print(f"{scen:8} n={n:6} workers={workers}: {rate:8.0f} attempts/s", flush=True)
+        db = "engine_chain"
+        await create_database(server.url, db)
+        url = server.url_for(db)
+        await upgrade_async(url)
+        pool = await create_pool(url, max_size=2)
+        steps = 50 if quick else 200
+        await apply(pool, chain(steps))
+        await pool.close()
+        p50, p99 = await gaps(url, steps, base / "art")
+        print(f"step settled -> dependent started: p50={p50:.1f}ms p99={p99:.1f}ms over {steps - 1} edges")
+        best = max(results)
+        print(f"attempts_per_s={best:.0f} pgbench_tps={tps:.0f} ratio={best * 2 / tps:.3f}")
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a smaller run that finishes in under a minute")
+    asyncio.run(main(parser.parse_args().quick))
