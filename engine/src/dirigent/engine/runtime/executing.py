@@ -16,18 +16,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import asyncpg
 from pydantic import BaseModel, ValidationError
 
 from dirigent.engine.manifests.enums import TimeoutOutcome
 from dirigent.engine.manifests.pipeline import Pipeline, Step
+from dirigent.engine.manifests.references import Reference, StepPart, find_references
 from dirigent.engine.plugins import BlockEntry, Catalog
 from dirigent.engine.runtime.context import EngineContext
 from dirigent.engine.runtime.resolving import (
     NO_ITEM,
     Scope,
     UnresolvedReference,
-    referenced_steps,
     resolve,
 )
 from dirigent.engine.storage import FileStorage
@@ -96,7 +95,7 @@ def failure(
 
 
 async def upstream_scope(
-    conn: asyncpg.Connection, a: Claimed, pipeline: Pipeline, step: Step, storage: FileStorage
+    conn_factory: Any, a: Claimed, pipeline: Pipeline, step: Step, storage: FileStorage
 ) -> Scope:
     """The values this attempt's references may read, fetched only for the steps it names."""
     scope = Scope(
@@ -108,35 +107,57 @@ async def upstream_scope(
         item=a.item_value if a.run_item_id is not None else NO_ITEM,
         item_index=a.item_index,
     )
-    wanted = referenced_steps(step.config)
-    if isinstance(step.for_each, str):
-        wanted |= referenced_steps(step.for_each)
-    if not wanted:
+    whole, paired = _wanted(step)
+    if not whole and not paired:
         return scope
-    rows = await conn.fetch(
-        """SELECT step, item_index, output FROM step_attempts
-           WHERE run_id = $1 AND step = ANY($2) AND status = 'succeeded'""",
-        a.run_id,
-        sorted(wanted),
-    )
-    grids = await conn.fetch(
-        "SELECT step, index, value FROM run_items WHERE run_id = $1 AND step = ANY($2) ORDER BY index",
-        a.run_id,
-        sorted(wanted),
-    )
+    async with conn_factory() as conn:
+        # A whole read (steps.x.output of a fan-out, steps.x.items) needs x's grid; a paired
+        # read (steps.x.item.output) needs only the item at this attempt's index.
+        rows = await conn.fetch(
+            """SELECT step, item_index, output FROM step_attempts
+               WHERE run_id = $1 AND status = 'succeeded'
+                 AND (step = ANY($2) OR (step = ANY($3) AND item_index = $4))""",
+            a.run_id,
+            sorted(whole),
+            sorted(paired),
+            a.item_index,
+        )
+        grids = await conn.fetch(
+            """SELECT step, index, value FROM run_items WHERE run_id = $1 AND step = ANY($2)
+               ORDER BY index""",
+            a.run_id,
+            sorted(whole),
+        )
+        sizes = await conn.fetch(
+            "SELECT step, items FROM run_steps WHERE run_id = $1 AND step = ANY($2)",
+            a.run_id,
+            sorted(whole | paired),
+        )
     for g in grids:
         scope.grids.setdefault(g["step"], []).append(g["value"])
-    for name in wanted:
-        if name in scope.grids:
-            scope.fan_outs[name] = [None] * len(scope.grids[name])
+    for sz in sizes:
+        if sz["items"] is not None:
+            scope.fan_outs[sz["step"]] = [None] * sz["items"]
     for r in rows:
         if r["item_index"] is None:
             scope.outputs[r["step"]] = r["output"]
         elif r["step"] in scope.fan_outs:
             scope.fan_outs[r["step"]][r["item_index"]] = r["output"]
     for name, outs in scope.fan_outs.items():
-        scope.outputs[name] = outs
+        if name in whole:
+            scope.outputs[name] = outs
     return scope
+
+
+def _wanted(step: Step) -> tuple[set[str], set[str]]:
+    """Steps read whole, and steps read only at the paired item."""
+    whole: set[str] = set()
+    paired: set[str] = set()
+    # forEach is not read here: the grid was drawn at creation and the attempt carries its item.
+    for _, ref in find_references(step.config):
+        if isinstance(ref, Reference) and ref.step is not None:
+            (paired if ref.part is StepPart.ITEM_OUTPUT else whole).add(ref.step)
+    return whole, paired
 
 
 def _artifact(name: str, output: Any, settings: Settings) -> tuple[Artifact, bytes]:
@@ -206,8 +227,7 @@ async def execute_attempt(
             f"block '{a.block}' executes code on workers and is not enabled here "
             "(DIRIGENT_ENABLED_UNSAFE_BLOCKS)",
         )
-    async with conn_factory() as conn:
-        scope = await upstream_scope(conn, a, pipeline, step, storage)
+    scope = await upstream_scope(conn_factory, a, pipeline, step, storage)
     try:
         resolved = resolve(step.config, scope)
     except UnresolvedReference as err:

@@ -24,7 +24,6 @@ from dirigent.engine.manifests.references import (
     ReferenceError_,
     Segment,
     StepPart,
-    find_references,
     parse_template,
 )
 
@@ -134,9 +133,3 @@ def resolve(value: JsonValue, scope: Scope) -> Any:
     if isinstance(value, list):
         return [resolve(v, scope) for v in value]
     return value
-
-
-def referenced_steps(value: JsonValue) -> set[str]:
-    """The steps whose outputs a config reads (what the claim must fetch)."""
-
-    return {r.step for _, r in find_references(value) if isinstance(r, Reference) and r.step}

@@ -90,6 +90,9 @@ class Worker:
         self.versions = VersionCache()
         self._settings = Settings(config.enabled_unsafe, config.inline_artifact_max, config.sealer)
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        # Outcomes wait here for the settler, which records whatever has gathered in one
+        # transaction: a wide fan-out settles in batches instead of one commit per item.
+        self._outcomes: asyncio.Queue[tuple[Outcome, asyncio.Future[None]]] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self.executed = 0  # attempts this worker settled or parked; for tests and metrics
@@ -121,14 +124,15 @@ class Worker:
         background = [
             asyncio.create_task(self._heartbeat_loop()),
             asyncio.create_task(self._sweep_loop()),
+            asyncio.create_task(self._settle_loop()),
         ]
         try:
             await self._claim_loop()
         finally:
+            await self._drain()
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
-            await self._drain()
             with contextlib.suppress(Exception):
                 await listener.close()
             async with self._conn() as conn:
@@ -177,8 +181,10 @@ class Worker:
             run_id=attempt.run_id, step=attempt.step, attempt=attempt.number
         )
         try:
-            async with self._conn() as conn:
-                pipeline = await self.versions.get(conn, attempt.version_id)
+            pipeline = self.versions.peek(attempt.version_id)
+            if pipeline is None:
+                async with self._conn() as conn:
+                    pipeline = await self.versions.get(conn, attempt.version_id)
             result = await execute_attempt(
                 self._conn,
                 attempt,
@@ -204,11 +210,43 @@ class Worker:
             structlog.contextvars.clear_contextvars()
 
     async def _settle(self, outcome: Outcome) -> None:
-        settled = await in_transaction(
-            self.pool, lambda c: attempts_store.settle(c, outcome, self.versions)
-        )
-        if settled.discarded:
-            log.info("attempt.discarded", attempt_id=outcome.attempt.id, reason="no longer held")
+        """Hand the outcome to the settler and wait until it is committed (the slot stays held)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        await self._outcomes.put((outcome, done))
+        await done
+
+    async def _settle_loop(self) -> None:
+        while True:
+            batch = [await self._outcomes.get()]
+            # Let attempts finishing in this same moment join the batch: a few loop turns,
+            # no timer, so a lone attempt is not delayed.
+            for _ in range(3):
+                await asyncio.sleep(0)
+            while not self._outcomes.empty():
+                batch.append(self._outcomes.get_nowait())
+            outcomes = [o for o, _ in batch]
+
+            async def record(
+                conn: asyncpg.Connection, outcomes: list[Outcome] = outcomes
+            ) -> list[attempts_store.Settled]:
+                return await attempts_store.settle_many(conn, outcomes, self.versions)
+
+            try:
+                settled = await in_transaction(self.pool, record)
+            except Exception as err:
+                # Leave the leases to expire: the sweeper recovers what was not recorded.
+                log.exception("attempt.settle_failed", attempts=[o.attempt.id for o in outcomes])
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(err)
+                continue
+            for (outcome, done), result in zip(batch, settled, strict=True):
+                if result.discarded:
+                    log.info(
+                        "attempt.discarded", attempt_id=outcome.attempt.id, reason="no longer held"
+                    )
+                if not done.done():
+                    done.set_result(None)
 
     async def _park(self, attempt: Claimed, park: Park) -> None:
         async def write(conn: asyncpg.Connection) -> bool:

@@ -11,6 +11,7 @@ The outcome is one transaction that locks the run row first (see ``store.progres
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -254,139 +255,261 @@ async def park(
     return True
 
 
-async def settle(conn: asyncpg.Connection, outcome: Outcome, versions: VersionCache) -> Settled:
-    """Record an attempt's outcome and everything it implies, in the caller's transaction."""
-    a = outcome.attempt
-    run = await conn.fetchrow(
-        "SELECT status, pipeline_id, version_id FROM runs WHERE id = $1 FOR UPDATE", a.run_id
-    )
-    row = await conn.fetchrow(
-        """UPDATE step_attempts
-           SET status = $3, input = COALESCE($4, input), output = $5, error_class = $6, error_code = $7,
-               error_message = $8, error_params = $9, finished_at = now(), lease_owner = NULL,
-               lease_expires_at = NULL
-           WHERE id = $1 AND lease_owner = $2 AND status = 'running'
-           RETURNING id""",
-        a.id,
-        outcome.worker_id,
-        outcome.status,
-        outcome.input,
-        outcome.output,
-        outcome.error_class,
-        outcome.error_code,
-        outcome.error_message,
-        outcome.error_params,
-    )
-    if row is None or run is None:
-        return Settled(discarded=True)
-    await write_logs(conn, a, outcome.logs)
-    if outcome.artifact is not None:
-        art = outcome.artifact
-        await conn.execute(
-            """INSERT INTO artifact_refs (run_id, attempt_id, name, content_type, size, digest, inline, uri)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8)""",
-            a.run_id,
-            a.id,
-            art.name,
-            art.content_type,
-            art.size,
-            art.digest,
-            art.inline if art.uri is None else None,
-            art.uri,
-        )
-    await conn.execute("UPDATE runs SET last_progress_at = now() WHERE id = $1", a.run_id)
-    pipeline = await versions.get(conn, a.version_id)
-    step = pipeline.spec.steps[a.step]
-
-    if (
-        outcome.status == "failed"
+def _will_retry(o: Outcome, pipeline: Pipeline) -> bool:
+    """A failure the retry policy answers with another attempt (a manual attempt never is)."""
+    a = o.attempt
+    return (
+        o.status == "failed"
         and a.kind == "automatic"
-        and outcome.error_class in ("transient", "unknown")
-        and a.number < step.max_attempts
-    ):
-        delay = backoff_delay(pipeline, a.step, a.number)
-        retry_at: datetime = await conn.fetchval(
-            """
-            WITH seq AS (UPDATE runs SET queued_seq = queued_seq + 1 WHERE id = $1 RETURNING queued_seq)
-            INSERT INTO step_attempts (run_id, run_item_id, step, item_index, number, kind, status, priority,
-                                       requires_workers, block, available_at, fair_seq)
-            SELECT run_id, run_item_id, step, item_index, number + 1, 'automatic', 'queued', priority,
-                   requires_workers, block, now() + $3::interval, (SELECT queued_seq FROM seq)
-            FROM step_attempts WHERE id = $2
-            RETURNING available_at
-            """,
-            a.run_id,
-            a.id,
-            delay,
-        )
-        await write_logs(
-            conn,
-            a,
-            [
-                LogLine(
-                    "warning",
-                    f"attempt {a.number} failed; retrying in {delay.total_seconds():.1f}s",
-                    {"attempt": a.number, "delay_s": round(delay.total_seconds(), 3)},
-                )
-            ],
-        )
-        if delay <= timedelta(0):
-            await notify_work(conn)
-        return Settled(retry_at=retry_at)
-
-    step_status: str | None
-    with_errors = False
-    if a.run_item_id is not None:
-        await conn.execute(
-            "UPDATE run_items SET status = $2, finished_at = now(), error_message = $3 WHERE id = $1",
-            a.run_item_id,
-            outcome.status,
-            outcome.error_message,
-        )
-        counts = await conn.fetchrow(
-            f"""UPDATE run_steps SET items_{outcome.status} = items_{outcome.status} + 1
-                WHERE run_id = $1 AND step = $2 AND status = 'running'
-                RETURNING items, items_succeeded, items_failed, items_skipped, items_cancelled""",
-            a.run_id,
-            a.step,
-        )
-        if counts is None:  # the step already settled (FailFast): nothing more to decide
-            return Settled()
-        step_status, with_errors = fan_out_outcome(
-            step.on_item_failure,
-            counts["items"],
-            counts["items_succeeded"],
-            counts["items_failed"],
-            counts["items_skipped"],
-            counts["items_cancelled"],
-        )
-        if step_status == "failed":
-            await conn.execute(
-                """UPDATE step_attempts SET status = 'cancelled', finished_at = now(), lease_owner = NULL,
-                          error_message = 'another item failed (onItemFailure: FailFast)'
-                   WHERE run_id = $1 AND step = $2 AND status IN ('pending', 'queued', 'waiting', 'running')""",
-                a.run_id,
-                a.step,
-            )
-            await conn.execute(
-                """UPDATE run_items SET status = 'cancelled', finished_at = now()
-                   WHERE run_id = $1 AND step = $2 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')""",
-                a.run_id,
-                a.step,
-            )
-    else:
-        step_status = outcome.status
-    if step_status is None:
-        return Settled()
-    await conn.execute(
-        """UPDATE run_steps SET status = $3, with_errors = $4, finished_at = now()
-           WHERE run_id = $1 AND step = $2""",
-        a.run_id,
-        a.step,
-        step_status,
-        with_errors,
+        and o.error_class in ("transient", "unknown")
+        and a.number < pipeline.spec.steps[a.step].max_attempts
     )
-    advanced = await advance_run(conn, a.run_id, pipeline)
-    if advanced.run_status is not None:
-        await start_queued_run(conn, run["pipeline_id"], versions)
-    return Settled(run_status=advanced.run_status)
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value)
+
+
+async def _write_log_batch(conn: asyncpg.Connection, rows: list[tuple[Claimed, LogLine]]) -> None:
+    if not rows:
+        return
+    await conn.execute(
+        """INSERT INTO log_entries (run_id, attempt_id, run_item_id, step, level, message, fields)
+           SELECT r, a, i, s, l, m, f::jsonb
+           FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[])
+                AS t(r, a, i, s, l, m, f)""",
+        [c.run_id for c, _ in rows],
+        [c.id for c, _ in rows],
+        [c.run_item_id for c, _ in rows],
+        [c.step for c, _ in rows],
+        [ln.level for _, ln in rows],
+        [ln.message for _, ln in rows],
+        [json.dumps(ln.fields) for _, ln in rows],
+    )
+
+
+async def settle(conn: asyncpg.Connection, outcome: Outcome, versions: VersionCache) -> Settled:
+    """Record one attempt's outcome; see ``settle_many``."""
+    return (await settle_many(conn, [outcome], versions))[0]
+
+
+async def settle_many(
+    conn: asyncpg.Connection, outcomes: list[Outcome], versions: VersionCache
+) -> list[Settled]:
+    """Record attempts' outcomes and everything they imply, in the caller's transaction.
+
+    Batching is what lets a worker keep pace with a wide fan-out: the runs involved are
+    locked once, in id order (so two batches can never deadlock on each other), and each
+    kind of write is one statement for the whole batch.
+    """
+    if not outcomes:
+        return []
+    worker_ids = {o.worker_id for o in outcomes}
+    assert len(worker_ids) == 1, "a batch comes from one worker"
+    run_ids = sorted({o.attempt.run_id for o in outcomes})
+    # Lock in id order (no two batches deadlock), and note progress in the same statement.
+    locked = {
+        r["id"]: r
+        for r in await conn.fetch(
+            """WITH l AS (SELECT id FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE)
+               UPDATE runs r SET last_progress_at = now() FROM l WHERE r.id = l.id
+               RETURNING r.id, r.pipeline_id, r.version_id""",
+            run_ids,
+        )
+    }
+    pipelines = {o.attempt.id: await versions.get(conn, o.attempt.version_id) for o in outcomes}
+    retrying = {o.attempt.id for o in outcomes if _will_retry(o, pipelines[o.attempt.id])}
+    logs = [(o.attempt, ln) for o in outcomes for ln in o.logs]
+    arts = [(o.attempt, o.artifact) for o in outcomes if o.artifact is not None]
+    items = [
+        o for o in outcomes if o.attempt.run_item_id is not None and o.attempt.id not in retrying
+    ]
+    # One statement records the whole batch; everything but the attempt update is filtered by
+    # the attempts it actually updated, so an attempt that is no longer ours writes nothing.
+    accepted = {
+        r["id"]
+        for r in await conn.fetch(
+            """
+            WITH u AS (
+                UPDATE step_attempts a
+                SET status = u.status, input = COALESCE(u.input::jsonb, a.input), output = u.output::jsonb,
+                    error_class = u.error_class, error_code = u.error_code, error_message = u.error_message,
+                    error_params = u.error_params::jsonb, finished_at = now(), lease_owner = NULL,
+                    lease_expires_at = NULL
+                FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                            $7::text[], $8::text[]) AS u(id, status, input, output, error_class, error_code,
+                                                          error_message, error_params)
+                WHERE a.id = u.id AND a.lease_owner = $9 AND a.status = 'running'
+                RETURNING a.id
+            ),
+            arts AS (
+                INSERT INTO artifact_refs (run_id, attempt_id, name, content_type, size, digest, inline, uri)
+                SELECT r, a, n, c, z, d, i::jsonb, uri
+                FROM unnest($10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::bigint[],
+                            $15::text[], $16::text[], $17::text[]) AS t(r, a, n, c, z, d, i, uri)
+                WHERE t.a IN (SELECT id FROM u)
+            ),
+            logs AS (
+                INSERT INTO log_entries (run_id, attempt_id, run_item_id, step, level, message, fields)
+                SELECT r, a, i, s, l, m, f::jsonb
+                FROM unnest($18::bigint[], $19::bigint[], $20::bigint[], $21::text[], $22::text[],
+                            $23::text[], $24::text[]) AS t(r, a, i, s, l, m, f)
+                WHERE t.a IN (SELECT id FROM u)
+            ),
+            items AS (
+                UPDATE run_items i SET status = t.status, finished_at = now(), error_message = t.error
+                FROM unnest($25::bigint[], $26::bigint[], $27::text[], $28::text[]) AS t(id, a, status, error)
+                WHERE i.id = t.id AND t.a IN (SELECT id FROM u)
+            )
+            SELECT id FROM u
+            """,
+            [o.attempt.id for o in outcomes],
+            [o.status for o in outcomes],
+            [_json(o.input) for o in outcomes],
+            [_json(o.output) for o in outcomes],
+            [o.error_class for o in outcomes],
+            [o.error_code for o in outcomes],
+            [o.error_message for o in outcomes],
+            [_json(o.error_params) for o in outcomes],
+            next(iter(worker_ids)),
+            [c.run_id for c, _ in arts],
+            [c.id for c, _ in arts],
+            [x.name for _, x in arts],
+            [x.content_type for _, x in arts],
+            [x.size for _, x in arts],
+            [x.digest for _, x in arts],
+            [_json(x.inline) if x.uri is None else None for _, x in arts],
+            [x.uri for _, x in arts],
+            [c.run_id for c, _ in logs],
+            [c.id for c, _ in logs],
+            [c.run_item_id for c, _ in logs],
+            [c.step for c, _ in logs],
+            [ln.level for _, ln in logs],
+            [ln.message for _, ln in logs],
+            [json.dumps(ln.fields) for _, ln in logs],
+            [o.attempt.run_item_id for o in items],
+            [o.attempt.id for o in items],
+            [o.status for o in items],
+            [o.error_message for o in items],
+        )
+    }
+    results: dict[int, Settled] = {o.attempt.id: Settled(discarded=True) for o in outcomes}
+    live = [o for o in outcomes if o.attempt.id in accepted and o.attempt.run_id in locked]
+    if not live:
+        return [results[o.attempt.id] for o in outcomes]
+    retry_logs: list[tuple[Claimed, LogLine]] = []
+
+    counted: list[Outcome] = []
+    terminal: dict[tuple[int, str], tuple[str, bool]] = {}
+    notify = False
+    for o in live:
+        a = o.attempt
+        pipeline = pipelines[a.id]
+        if a.id in retrying:
+            delay = backoff_delay(pipeline, a.step, a.number)
+            retry_at: datetime = await conn.fetchval(
+                """
+                WITH seq AS (UPDATE runs SET queued_seq = queued_seq + 1 WHERE id = $1 RETURNING queued_seq)
+                INSERT INTO step_attempts (run_id, run_item_id, step, item_index, number, kind, status, priority,
+                                           requires_workers, block, available_at, fair_seq)
+                SELECT run_id, run_item_id, step, item_index, number + 1, 'automatic', 'queued', priority,
+                       requires_workers, block, now() + $3::interval, (SELECT queued_seq FROM seq)
+                FROM step_attempts WHERE id = $2
+                RETURNING available_at
+                """,
+                a.run_id,
+                a.id,
+                delay,
+            )
+            retry_logs.append(
+                (
+                    a,
+                    LogLine(
+                        "warning",
+                        f"attempt {a.number} failed; retrying in {delay.total_seconds():.1f}s",
+                        {"attempt": a.number, "delay_s": round(delay.total_seconds(), 3)},
+                    ),
+                )
+            )
+            notify = notify or delay <= timedelta(0)
+            results[a.id] = Settled(retry_at=retry_at)
+        elif a.run_item_id is not None:
+            counted.append(o)
+            results[a.id] = Settled()
+        else:
+            terminal[(a.run_id, a.step)] = (o.status, False)
+            results[a.id] = Settled()
+    await _write_log_batch(conn, retry_logs)
+
+    if counted:
+        groups: dict[tuple[int, str], dict[str, int]] = {}
+        for o in counted:
+            counts = groups.setdefault(
+                (o.attempt.run_id, o.attempt.step), {"succeeded": 0, "failed": 0, "skipped": 0}
+            )
+            counts[o.status] += 1
+        for (run_id, step_name), counts in sorted(groups.items()):
+            row = await conn.fetchrow(
+                """UPDATE run_steps SET items_succeeded = items_succeeded + $3, items_failed = items_failed + $4,
+                          items_skipped = items_skipped + $5
+                   WHERE run_id = $1 AND step = $2 AND status = 'running'
+                   RETURNING items, items_succeeded, items_failed, items_skipped, items_cancelled""",
+                run_id,
+                step_name,
+                counts["succeeded"],
+                counts["failed"],
+                counts["skipped"],
+            )
+            if row is None:  # the step already settled (FailFast): nothing more to decide
+                continue
+            pipeline = await versions.get(conn, locked[run_id]["version_id"])
+            status, with_errors = fan_out_outcome(
+                pipeline.spec.steps[step_name].on_item_failure,
+                row["items"],
+                row["items_succeeded"],
+                row["items_failed"],
+                row["items_skipped"],
+                row["items_cancelled"],
+            )
+            if status == "failed":
+                await _cancel_open_items(conn, run_id, step_name)
+            if status is not None:
+                terminal[(run_id, step_name)] = (status, with_errors)
+
+    for (run_id, step_name), (status, with_errors) in sorted(terminal.items()):
+        await conn.execute(
+            """UPDATE run_steps SET status = $3, with_errors = $4, finished_at = now()
+               WHERE run_id = $1 AND step = $2""",
+            run_id,
+            step_name,
+            status,
+            with_errors,
+        )
+    for run_id in sorted({run_id for run_id, _ in terminal}):
+        pipeline = await versions.get(conn, locked[run_id]["version_id"])
+        advanced = await advance_run(conn, run_id, pipeline)
+        if advanced.run_status is not None:
+            await start_queued_run(conn, locked[run_id]["pipeline_id"], versions)
+            for o in live:
+                if o.attempt.run_id == run_id:
+                    results[o.attempt.id] = Settled(run_status=advanced.run_status)
+    if notify:
+        await notify_work(conn)
+    return [results[o.attempt.id] for o in outcomes]
+
+
+async def _cancel_open_items(conn: asyncpg.Connection, run_id: int, step: str) -> None:
+    """FailFast: the other items of a failed fan-out stop (a worker holding one discards it)."""
+    await conn.execute(
+        """UPDATE step_attempts SET status = 'cancelled', finished_at = now(), lease_owner = NULL,
+                  error_message = 'another item failed (onItemFailure: FailFast)'
+           WHERE run_id = $1 AND step = $2 AND status IN ('pending', 'queued', 'waiting', 'running')""",
+        run_id,
+        step,
+    )
+    await conn.execute(
+        """UPDATE run_items SET status = 'cancelled', finished_at = now()
+           WHERE run_id = $1 AND step = $2 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')""",
+        run_id,
+        step,
+    )

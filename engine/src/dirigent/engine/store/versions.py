@@ -19,6 +19,10 @@ class VersionCache:
         self._limit = limit
         self._items: dict[int, Pipeline] = {}
 
+    def peek(self, version_id: int) -> Pipeline | None:
+        """The parsed version when already held; no database needed."""
+        return self._items.get(version_id)
+
     async def get(self, conn: asyncpg.Connection, version_id: int) -> Pipeline:
         found = self._items.get(version_id)
         if found is not None:
