@@ -3,27 +3,60 @@
 It is the same code every door runs (``read_paths`` then ``validate_documents``), so a file
 that passes here is refused by the operator, the API or ``dirigent dev`` only for reasons
 that need an instance (a block missing from the catalog, a connection that does not exist).
-Block config stays opaque here; checking it against installed blocks needs the catalog.
 Every problem is printed, not the first: one run gives the whole list of what to fix.
+
+``--catalog`` adds the layer apply runs: each Pipeline that passed the offline layer is
+checked against the blocks installed *here* (``discover()``), the same function apply calls.
+Which connections exist is only known to an instance, so the Connection manifests given in
+the same invocation stand in for them (same namespace). The unsafe-block gate is a worker
+setting, not a property of the manifest, so it is not applied here.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from dirigent.engine.manifests.loading import read_paths
-from dirigent.engine.problems import sort_problems
-from dirigent.engine.validation.documents import validate_documents
+from dirigent.engine.manifests.connection import Connection
+from dirigent.engine.manifests.loading import LoadedManifest, read_paths
+from dirigent.engine.manifests.pipeline import Pipeline
+from dirigent.engine.plugins import Catalog, discover
+from dirigent.engine.problems import Problem, sort_problems
+from dirigent.engine.validation.catalog import check_against_catalog
+from dirigent.engine.validation.documents import DEFAULT_NAMESPACE, validate_documents
 
 
 class Output(enum.StrEnum):
     TEXT = "text"
     JSON = "json"
+
+
+def catalog_problems(
+    loaded: Sequence[LoadedManifest], offline: Sequence[Problem], catalog: Catalog
+) -> list[Problem]:
+    """The catalog layer for every Pipeline with no offline problem, attributed to its source."""
+    flawed = {(p.file, p.document) for p in offline}
+    connections: dict[str, set[str]] = {}
+    for item in loaded:
+        m = item.manifest
+        if isinstance(m, Connection):
+            namespace = m.metadata.namespace or DEFAULT_NAMESPACE
+            connections.setdefault(namespace, set()).add(m.metadata.name)
+    out: list[Problem] = []
+    for item in loaded:
+        m = item.manifest
+        source = (item.source.file, item.source.index)
+        if not isinstance(m, Pipeline) or source in flawed:
+            continue
+        names = connections.get(m.metadata.namespace or DEFAULT_NAMESPACE, set())
+        found = check_against_catalog(m, catalog, connections=names)
+        out += [p.at(file=item.source.file, document=item.source.index) for p in found]
+    return out
 
 
 def command(
@@ -33,10 +66,20 @@ def command(
     output: Annotated[
         Output, typer.Option("--output", "-o", help="text for people, json for tools.")
     ] = Output.TEXT,
+    catalog: Annotated[
+        bool,
+        typer.Option(
+            "--catalog",
+            help="Also check pipelines against the blocks installed locally; connections "
+            "named must be among the Connection manifests given.",
+        ),
+    ] = False,
 ) -> None:
     """Validate manifests offline; exit 1 when any document has a problem."""
     docs, read_problems = read_paths(paths)
-    _, problems = validate_documents(docs)
+    loaded, problems = validate_documents(docs)
+    if catalog:
+        problems += catalog_problems(loaded, problems, discover())
     problems = sort_problems([*read_problems, *problems])
     if output is Output.JSON:
         typer.echo(json.dumps([p.model_dump(mode="json") for p in problems], indent=2))
