@@ -14,8 +14,14 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def dirigent(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dirigent.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=180, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "dirigent.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=180,
+        check=False,
+    )
 
 
 def test_a_succeeding_example_exits_zero_and_streams_its_steps() -> None:
@@ -48,7 +54,9 @@ spec:
 """)
     done = dirigent("run", str(bad), "--local")
     assert done.returncode == 2
-    assert "spec.steps.a.dependsOn[0]" in done.stderr and "pipeline.dependency.unknown" in done.stderr
+    assert (
+        "spec.steps.a.dependsOn[0]" in done.stderr and "pipeline.dependency.unknown" in done.stderr
+    )
 
 
 def test_params_are_given_with_p(tmp_path: Path) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -14,3 +16,18 @@ from tests.integration.engine.harness import Harness, harness
 async def h(db_url: str, tmp_path: Path) -> AsyncIterator[Harness]:
     async with harness(db_url, tmp_path / "artifacts") as found:
         yield found
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Worker processes a test started; stopped (SIGTERM, then SIGKILL) afterwards."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for p in started:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in started:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()

@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +21,10 @@ import asyncpg
 from dirigent.engine.applying import Applied, apply_manifest
 from dirigent.engine.manifests.loading import parse_manifest, read_text
 from dirigent.engine.plugins import Catalog, discover
-from dirigent.engine.runtime.worker import Worker, WorkerConfig, in_transaction
+from dirigent.engine.runtime.worker import Worker, WorkerConfig
 from dirigent.engine.storage import FileStorage
 from dirigent.engine.store import runs
-from dirigent.engine.store.pool import asyncpg_dsn, create_pool
+from dirigent.engine.store.pool import asyncpg_dsn, create_pool, in_transaction
 from dirigent.engine.store.runs import RunCreated, RunRequest
 from dirigent.engine.store.versions import VersionCache
 
@@ -124,6 +127,26 @@ class Harness:
     async def execute(self, sql: str, *args: Any) -> str:
         async with self.pool.acquire() as conn:
             return str(await conn.execute(sql, *args))
+
+
+def spawn_worker(
+    db_url: str, root: Path, *, concurrency: int = 8, extra: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """A real `dirigent worker` process on the test database."""
+    env = {
+        **os.environ,
+        "DIRIGENT_DATABASE_URL": db_url,
+        "DIRIGENT_ARTIFACT_ROOT": str(root),
+        "DIRIGENT_WORKER_CONCURRENCY": str(concurrency),
+        "DIRIGENT_POLL_INTERVAL": "0.2",
+        **(extra or {}),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "dirigent.cli", "worker"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 @contextlib.asynccontextmanager

@@ -7,9 +7,9 @@ import pytest
 from dirigent.engine.applying import apply_manifest
 from dirigent.engine.manifests.loading import parse_manifest, read_text
 from dirigent.engine.problems import ProblemsError
-from dirigent.engine.runtime.worker import in_transaction
 from dirigent.engine.store import definitions
 from dirigent.engine.store.definitions import ApplyAction
+from dirigent.engine.store.pool import in_transaction
 from tests.integration.engine.harness import Harness
 
 BASE = """

@@ -12,8 +12,8 @@ import pytest
 
 from dirigent.engine.plugins import discover
 from dirigent.engine.problems import ProblemsError
-from dirigent.engine.runtime.worker import in_transaction
 from dirigent.engine.store import runs
+from dirigent.engine.store.pool import in_transaction
 from dirigent.engine.store.runs import RunRequest
 from tests.integration.engine.harness import Harness
 
@@ -55,24 +55,59 @@ spec:
 async def test_the_gate_refuses_run_creation_for_a_block_not_enabled(h: Harness) -> None:
     await h.apply(UNSAFE)
     with pytest.raises(ProblemsError) as refused:
-        await in_transaction(h.pool, lambda c: runs.create_run(
-            c, RunRequest("default", "u"), versions=h.versions, catalog=h.catalog, enabled_unsafe=()))
+        await in_transaction(
+            h.pool,
+            lambda c: runs.create_run(
+                c,
+                RunRequest("default", "u"),
+                versions=h.versions,
+                catalog=h.catalog,
+                enabled_unsafe=(),
+            ),
+        )
     assert refused.value.problems[0].code == "run.block.unsafe_disabled"
-    created = await in_transaction(h.pool, lambda c: runs.create_run(
-        c, RunRequest("default", "u"), versions=h.versions, catalog=h.catalog, enabled_unsafe={"testing.unsafe"}))
+    created = await in_transaction(
+        h.pool,
+        lambda c: runs.create_run(
+            c,
+            RunRequest("default", "u"),
+            versions=h.versions,
+            catalog=h.catalog,
+            enabled_unsafe={"testing.unsafe"},
+        ),
+    )
     assert created.status == "running"
 
 
 async def test_the_gate_is_checked_again_at_claim(h: Harness) -> None:
     """Tightening the config stops work that was already queued."""
     await h.apply(UNSAFE)
-    created = await in_transaction(h.pool, lambda c: runs.create_run(
-        c, RunRequest("default", "u"), versions=h.versions, catalog=h.catalog, enabled_unsafe={"testing.unsafe"}))
+    created = await in_transaction(
+        h.pool,
+        lambda c: runs.create_run(
+            c,
+            RunRequest("default", "u"),
+            versions=h.versions,
+            catalog=h.catalog,
+            enabled_unsafe={"testing.unsafe"},
+        ),
+    )
     async with h.workers(1, enabled_unsafe=frozenset()):
         assert await h.until_settled(created.run_id) == "failed"
     [attempt] = await h.attempts(created.run_id)
-    assert (attempt["error_class"], attempt["error_code"]) == ("rejected", "engine.block.unsafe_disabled")
-    created = await in_transaction(h.pool, lambda c: runs.create_run(
-        c, RunRequest("default", "u"), versions=h.versions, catalog=h.catalog, enabled_unsafe={"testing.unsafe"}))
+    assert (attempt["error_class"], attempt["error_code"]) == (
+        "rejected",
+        "engine.block.unsafe_disabled",
+    )
+    created = await in_transaction(
+        h.pool,
+        lambda c: runs.create_run(
+            c,
+            RunRequest("default", "u"),
+            versions=h.versions,
+            catalog=h.catalog,
+            enabled_unsafe={"testing.unsafe"},
+        ),
+    )
     async with h.workers(1, enabled_unsafe=frozenset({"testing.unsafe"})):
         assert await h.until_settled(created.run_id) == "succeeded"

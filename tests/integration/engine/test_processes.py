@@ -4,49 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import os
-import signal
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.integration.engine.harness import Harness
-
-
-def spawn_worker(
-    db_url: str, root: Path, *, concurrency: int = 8, extra: dict[str, str] | None = None
-) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "DIRIGENT_DATABASE_URL": db_url,
-        "DIRIGENT_ARTIFACT_ROOT": str(root),
-        "DIRIGENT_WORKER_CONCURRENCY": str(concurrency),
-        "DIRIGENT_POLL_INTERVAL": "0.2",
-        **(extra or {}),
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "dirigent.cli", "worker"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in started:
-        try:
-            p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            p.kill()
+from tests.integration.engine.harness import Harness, spawn_worker
 
 
 async def test_two_worker_processes_never_execute_an_attempt_twice(

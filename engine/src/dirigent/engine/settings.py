@@ -108,6 +108,7 @@ class EngineSettings(BaseSettings):
     lease_duration: Span = dt.timedelta(seconds=30)
     heartbeat_interval: Span = dt.timedelta(seconds=10)
     stuck_run: Span = dt.timedelta(hours=1)
+    sweep_interval: Seconds = Field(default=5.0, gt=0)
     retention_runs: OptionalSpan = None
     retention_logs: OptionalSpan = None
     log_format: Literal["console", "json"] = "console"

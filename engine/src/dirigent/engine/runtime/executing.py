@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ from dirigent.engine.store.connections import open_connection
 from dirigent.engine.store.crypto import SealError, SecretSealer
 from dirigent.sdk import BlockFailure, ErrorClass, NotYet, Operator, RemoteHandle, Sensor
 
+FetchedHook = Callable[[Claimed, Any], Awaitable[None]]
 GONE_LIMIT = 3  # consecutive GONE probes before a vanished remote job fails the attempt
 
 
@@ -206,6 +208,7 @@ async def execute_attempt(
     catalog: Catalog,
     storage: FileStorage,
     settings: Settings,
+    on_fetched: FetchedHook,
 ) -> Outcome | Park:
     step = pipeline.spec.steps[a.step]
     started = time.monotonic()
@@ -327,7 +330,18 @@ async def execute_attempt(
         assert isinstance(block, Operator)
         if a.handle is not None:
             return await _probe(
-                a, worker_id, block, config, ctx, step, entry, started, storage, settings, resolved
+                a,
+                worker_id,
+                block,
+                config,
+                ctx,
+                step,
+                entry,
+                started,
+                storage,
+                settings,
+                resolved,
+                on_fetched,
             )
         result = await asyncio.wait_for(block.execute(config, ctx), timeout)
         if isinstance(result, RemoteHandle):
@@ -391,9 +405,27 @@ async def _probe(
     storage: FileStorage,
     settings: Settings,
     resolved: Any,
+    on_fetched: FetchedHook,
 ) -> Outcome | Park:
     assert a.handle is not None
     handle = RemoteHandle.model_validate(a.handle)
+    if a.fetched is not None:
+        # A replay: fetch already ran and its result was committed; settle from it.
+        output = block.output_model.model_validate(a.fetched)
+        return await succeed(a, worker_id, output, ctx, started, storage, settings, resolved)
+    deadline = step.deadline
+    if (
+        deadline is not None
+        and dt.datetime.now(dt.UTC) - a.first_started_at > deadline.to_timedelta()
+    ):
+        return failure(
+            a,
+            worker_id,
+            ErrorClass.TRANSIENT,
+            "engine.remote.deadline",
+            f"remote job {handle.ref} did not finish within the deadline {deadline}",
+            logs=ctx.log.lines,
+        )
     result = await block.probe(handle, config, ctx)
     status = str(result.status)
     if status == "running":
@@ -411,6 +443,9 @@ async def _probe(
         if result.meta is not None:
             handle = handle.model_copy(update={"meta": result.meta})
         output = await block.fetch(handle, config, ctx)
+        # Committed in its own transaction before the outcome: a worker dying between the
+        # two leaves a replay that settles from this instead of fetching again.
+        await on_fetched(a, output.model_dump(mode="json"))
         return await succeed(a, worker_id, output, ctx, started, storage, settings, resolved)
     if status == "gone":
         count = a.gone_count + 1
@@ -433,7 +468,7 @@ async def _probe(
     return failure(
         a,
         worker_id,
-        ErrorClass.UNKNOWN,
+        result.error_class or ErrorClass.UNKNOWN,
         "engine.remote.failed",
         result.message or f"remote job {handle.ref} failed",
         logs=ctx.log.lines,

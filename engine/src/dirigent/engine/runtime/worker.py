@@ -16,9 +16,9 @@ import datetime as dt
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import asyncpg
 import structlog
@@ -30,12 +30,12 @@ from dirigent.engine.store import attempts as attempts_store
 from dirigent.engine.store import workers as workers_store
 from dirigent.engine.store.attempts import Claimed, Outcome
 from dirigent.engine.store.crypto import SecretSealer
+from dirigent.engine.store.pool import in_transaction
 from dirigent.engine.store.progress import WORK_CHANNEL
 from dirigent.engine.store.runs import start_queued_run
 from dirigent.engine.store.versions import VersionCache
 
 log = structlog.get_logger("dirigent.worker")
-T = TypeVar("T")
 VERSION = "0.1.0"
 
 
@@ -47,27 +47,15 @@ class WorkerConfig:
     lease: dt.timedelta = dt.timedelta(seconds=30)
     heartbeat: dt.timedelta = dt.timedelta(seconds=10)
     sweep_interval: float = 5.0
+    stuck_run: dt.timedelta = dt.timedelta(hours=1)
+    retention_runs: dt.timedelta | None = None  # unset: nothing is deleted unless asked
+    retention_logs: dt.timedelta | None = None
     enabled_unsafe: frozenset[str] = frozenset()
     inline_artifact_max: int = 65536
     sealer: SecretSealer | None = None
     worker_id: str = field(
         default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     )
-
-
-async def in_transaction(
-    pool: asyncpg.Pool, fn: Callable[[asyncpg.Connection], Awaitable[T]], *, tries: int = 5
-) -> T:
-    """Run ``fn`` in a transaction, retrying when PostgreSQL aborts it for a deadlock."""
-    for attempt in range(tries):
-        try:
-            async with pool.acquire() as conn, conn.transaction():
-                return await fn(conn)
-        except (asyncpg.DeadlockDetectedError, asyncpg.SerializationError):
-            if attempt == tries - 1:
-                raise
-            await asyncio.sleep(0.01 * (attempt + 1))
-    raise AssertionError("unreachable")
 
 
 class Worker:
@@ -193,6 +181,7 @@ class Worker:
                 catalog=self.catalog,
                 storage=self.storage,
                 settings=self._settings,
+                on_fetched=self._record_fetched,
             )
             if isinstance(result, Park):
                 await self._park(attempt, result)
@@ -248,6 +237,10 @@ class Worker:
                 if not done.done():
                     done.set_result(None)
 
+    async def _record_fetched(self, attempt: Claimed, value: Any) -> None:
+        async with self._conn() as conn:
+            await attempts_store.record_fetched(conn, attempt, self.id, value)
+
     async def _park(self, attempt: Claimed, park: Park) -> None:
         async def write(conn: asyncpg.Connection) -> bool:
             return await attempts_store.park(
@@ -292,13 +285,13 @@ class Worker:
                 log.exception("worker.sweep_failed")
 
     async def sweep(self) -> dict[str, Any]:
-        """One sweeper pass; safe when every worker runs it at once."""
+        """One sweeper pass; safe when every worker runs it at once (SKIP LOCKED throughout)."""
         async with self._conn() as conn:
             recovered = await workers_store.recover_expired(conn)
             gone = await workers_store.mark_gone(conn, self.config.lease * 3)
-        started: list[int] = []
-        async with self._conn() as conn:
+            stuck = await workers_store.detect_stuck(conn, self.config.stuck_run)
             pipeline_ids = await workers_store.stalled_queued_pipelines(conn)
+        started: list[int] = []
         for pid in pipeline_ids:
 
             async def start(conn: asyncpg.Connection, pipeline_id: int = pid) -> int | None:
@@ -307,11 +300,31 @@ class Worker:
             run_id = await in_transaction(self.pool, start)
             if run_id is not None:
                 started.append(run_id)
-        if recovered or started:
+        pruned: list[int] = []
+        logs_pruned = 0
+        if self.config.retention_runs is not None:
+            async with self._conn() as conn:
+                pruned = await workers_store.prune_runs(conn, self.config.retention_runs)
+            for run_id in pruned:  # a pruned run takes its scratch prefix with it
+                await self.storage.delete(self.storage.run_prefix(run_id))
+        if self.config.retention_logs is not None:
+            async with self._conn() as conn:
+                logs_pruned = await workers_store.prune_logs(conn, self.config.retention_logs)
+        if recovered or started or stuck or pruned or logs_pruned:
             log.info(
-                "sweeper.recovered",
-                attempts=len(recovered),
+                "sweeper.pass",
+                attempts_recovered=len(recovered),
                 runs_started=started,
                 workers_gone=gone,
+                runs_stuck=stuck,
+                runs_pruned=len(pruned),
+                logs_pruned=logs_pruned,
             )
-        return {"recovered": recovered, "runs_started": started, "workers_gone": gone}
+        return {
+            "recovered": recovered,
+            "runs_started": started,
+            "workers_gone": gone,
+            "stuck": stuck,
+            "pruned": pruned,
+            "logs_pruned": logs_pruned,
+        }

@@ -218,6 +218,20 @@ async def write_logs(conn: asyncpg.Connection, attempt: Claimed, lines: list[Log
     )
 
 
+async def record_fetched(
+    conn: asyncpg.Connection, attempt: Claimed, worker_id: str, value: Any
+) -> bool:
+    """Commit what fetch returned before the outcome settles: a replay settles from it."""
+    status: str = await conn.execute(
+        """UPDATE step_attempts SET fetched = $3
+           WHERE id = $1 AND lease_owner = $2 AND status = 'running'""",
+        attempt.id,
+        worker_id,
+        value,
+    )
+    return status.endswith(" 1")
+
+
 async def park(
     conn: asyncpg.Connection,
     attempt: Claimed,
@@ -312,7 +326,7 @@ async def settle_many(
         r["id"]: r
         for r in await conn.fetch(
             """WITH l AS (SELECT id FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE)
-               UPDATE runs r SET last_progress_at = now() FROM l WHERE r.id = l.id
+               UPDATE runs r SET last_progress_at = now(), stuck_at = NULL FROM l WHERE r.id = l.id
                RETURNING r.id, r.pipeline_id, r.version_id""",
             run_ids,
         )

@@ -7,10 +7,14 @@ transaction and a Python ORM layer per statement would cost more than the statem
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import asyncpg
+
+T = TypeVar("T")
 
 
 def asyncpg_dsn(url: str) -> str:
@@ -49,3 +53,18 @@ async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asy
     )
     assert pool is not None
     return pool
+
+
+async def in_transaction(
+    pool: asyncpg.Pool, fn: Callable[[asyncpg.Connection], Awaitable[T]], *, tries: int = 5
+) -> T:
+    """Run ``fn`` in a transaction, retrying when PostgreSQL aborts it for a deadlock."""
+    for attempt in range(tries):
+        try:
+            async with pool.acquire() as conn, conn.transaction():
+                return await fn(conn)
+        except (asyncpg.DeadlockDetectedError, asyncpg.SerializationError):
+            if attempt == tries - 1:
+                raise
+            await asyncio.sleep(0.01 * (attempt + 1))
+    raise AssertionError("unreachable")

@@ -228,6 +228,9 @@ runs = Table(
     # How many attempts of this run have been queued so far: the next queued attempt's
     # fair_seq. Written only under the run-row lock the outcome transaction takes.
     Column("queued_seq", BigInteger, nullable=False, server_default=text("0")),
+    # Set by the sweeper when a running run made no progress for `stuck_run`; cleared by the
+    # next outcome. Detection happens once per episode, not once per sweep.
+    _ts("stuck_at"),
     Index("ix_runs_pipeline_id_status", "pipeline_id", "status"),
     Index(
         "ix_runs_status_in_flight",

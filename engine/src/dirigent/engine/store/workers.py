@@ -109,3 +109,53 @@ async def stalled_queued_pipelines(conn: asyncpg.Connection) -> list[int]:
            AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.pipeline_id = q.pipeline_id AND r.status = 'running')"""
     )
     return [r["pipeline_id"] for r in rows]
+
+
+async def detect_stuck(conn: asyncpg.Connection, stuck_for: timedelta) -> list[int]:
+    """Running runs with no outcome and no attempt started for ``stuck_for``; flagged once."""
+    rows = await conn.fetch(
+        """
+        UPDATE runs r SET stuck_at = now()
+        WHERE r.status = 'running' AND r.stuck_at IS NULL AND r.last_progress_at < now() - $1::interval
+          AND NOT EXISTS (SELECT 1 FROM step_attempts a
+                          WHERE a.run_id = r.id AND a.started_at > now() - $1::interval)
+        RETURNING r.id
+        """,
+        stuck_for,
+    )
+    if rows:
+        await conn.executemany(
+            """INSERT INTO log_entries (run_id, level, message, fields)
+               VALUES ($1, 'warning', $2, $3::jsonb)""",
+            [(r["id"], f"run stuck: no progress for {stuck_for}", '{"stuck": true}') for r in rows],
+        )
+    return [r["id"] for r in rows]
+
+
+async def prune_runs(
+    conn: asyncpg.Connection, older_than: timedelta, *, batch: int = 500
+) -> list[int]:
+    """Delete up to ``batch`` settled runs finished before the age (their rows cascade)."""
+    rows = await conn.fetch(
+        """
+        DELETE FROM runs WHERE id IN (
+            SELECT id FROM runs
+            WHERE status IN ('succeeded', 'completed_with_errors', 'failed', 'cancelled')
+              AND finished_at < now() - $1::interval
+            ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+        RETURNING id
+        """,
+        older_than,
+        batch,
+    )
+    return [r["id"] for r in rows]
+
+
+async def prune_logs(conn: asyncpg.Connection, older_than: timedelta, *, batch: int = 5000) -> int:
+    status: str = await conn.execute(
+        """DELETE FROM log_entries WHERE id IN (
+               SELECT id FROM log_entries WHERE created_at < now() - $1::interval ORDER BY id LIMIT $2)""",
+        older_than,
+        batch,
+    )
+    return int(status.split()[-1])

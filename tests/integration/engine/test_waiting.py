@@ -1,0 +1,133 @@
+"""Waiting work: async operators (submit, probe, fetch) and sensors, parked as rows."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from tests.integration.engine.harness import Harness
+
+
+def remote(tmp: Path, **config: object) -> str:
+    extra = "".join(f", {k}: {v}" for k, v in config.items())
+    return f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: remote}}
+spec:
+  steps:
+    job: {{block: testing.remote, poll: 100ms, config: {{dir: "{tmp}"{extra}}}}}
+    after: {{block: core.echo, dependsOn: [job], config: {{value: "${{steps.job.output.ref}}"}}}}
+"""
+
+
+def events(tmp: Path) -> list[list[str]]:
+    return [ln.split() for ln in (tmp / "events.log").read_text().splitlines()]
+
+
+async def test_an_async_operator_is_submitted_once_probed_until_done_then_fetched(
+    h: Harness, tmp_path: Path
+) -> None:
+    await h.apply(remote(tmp_path, polls=3))
+    run = await h.run("remote")
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "succeeded"
+    kinds = [e[0] for e in events(tmp_path)]
+    assert kinds.count("submit") == 1
+    assert kinds.count("probe") == 3
+    assert kinds.count("fetch") == 1
+    # probe meta replaces the handle's meta: each probe saw the previous probe's count
+    assert [e[2] for e in events(tmp_path) if e[0] == "probe"] == ["0", "1", "2"]
+    [job] = await h.attempts(run.run_id, "job")
+    assert job["handle"]["ref"] == job["output"]["ref"]
+    assert job["fetched"] == job["output"]
+    [after] = await h.attempts(run.run_id, "after")
+    assert after["output"] == {"value": job["handle"]["ref"]}
+
+
+async def test_a_failed_probe_is_an_unknown_failure(h: Harness, tmp_path: Path) -> None:
+    await h.apply(remote(tmp_path, polls=1, outcome="failed"))
+    run = await h.run("remote")
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "failed"
+    [job] = await h.attempts(run.run_id, "job")
+    assert (job["error_class"], job["error_code"]) == ("unknown", "engine.remote.failed")
+
+
+async def test_a_vanished_job_fails_transient_after_consecutive_gone_probes(
+    h: Harness, tmp_path: Path
+) -> None:
+    await h.apply(remote(tmp_path, polls=1000))
+    run = await h.run("remote")
+    async with h.workers(1):
+        while not list(tmp_path.glob("job-*.json")):
+            await asyncio.sleep(0.02)
+        for job in tmp_path.glob("job-*.json"):
+            job.unlink()
+        assert await h.until_settled(run.run_id) == "failed"
+    [job] = await h.attempts(run.run_id, "job")
+    assert (job["error_class"], job["error_code"]) == ("transient", "engine.remote.gone")
+    assert job["gone_count"] == 2  # the third consecutive GONE settled it
+
+
+def sensor(pokes: int, deadline: str = "1h", on_timeout: str = "Fail") -> str:
+    return f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: sense}}
+spec:
+  steps:
+    wait: {{block: core.wait, poll: 50ms, deadline: {deadline}, onTimeout: {on_timeout}, config: {{pokes: {pokes}}}}}
+    after: {{block: core.noop, dependsOn: [wait]}}
+    cleanup: {{block: core.noop, dependsOn: [wait], rule: Always}}
+"""
+
+
+async def test_a_sensor_waits_as_a_row_and_keeps_message_progress_and_cursor(h: Harness) -> None:
+    await h.apply(sensor(pokes=1000))
+    run = await h.run("sense")
+    async with h.workers(1):
+        for _ in range(200):
+            [wait] = await h.attempts(run.run_id, "wait")
+            if wait["status"] == "waiting" and (wait["cursor"] or {}).get("pokes", 0) >= 3:
+                break
+            await asyncio.sleep(0.05)
+    [wait] = await h.attempts(run.run_id, "wait")
+    assert wait["status"] == "waiting"
+    assert wait["number"] == 1  # NotYet spends no retry budget: still the first attempt
+    pokes = wait["cursor"]["pokes"]
+    assert wait["wait_message"] == f"poke {pokes}"
+    assert wait["wait_progress"] == pokes / 1000
+    assert wait["lease_owner"] is None and wait["next_poll_at"] is not None
+    messages = [e["message"] for e in await h.logs(run.run_id) if e["step"] == "wait"]
+    assert messages[:3] == ["poke 1", "poke 2", "poke 3"]  # logged when it changes
+
+
+async def test_a_sensor_succeeds_when_its_condition_holds(h: Harness) -> None:
+    await h.apply(sensor(pokes=3))
+    run = await h.run("sense")
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "succeeded"
+    [wait] = await h.attempts(run.run_id, "wait")
+    assert wait["output"] == {"pokes": 3}
+
+
+async def test_a_sensor_deadline_with_skip_is_seen_downstream(h: Harness) -> None:
+    await h.apply(sensor(pokes=10_000, deadline="300ms", on_timeout="Skip"))
+    run = await h.run("sense")
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "succeeded"
+    assert await h.steps(run.run_id) == {
+        "wait": "skipped",
+        "after": "skipped",
+        "cleanup": "succeeded",
+    }
+
+
+async def test_a_sensor_deadline_with_fail_fails(h: Harness) -> None:
+    await h.apply(sensor(pokes=10_000, deadline="300ms", on_timeout="Fail"))
+    run = await h.run("sense")
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "failed"
+    [wait] = await h.attempts(run.run_id, "wait")
+    assert wait["error_code"] == "engine.sensor.deadline"
