@@ -17,7 +17,9 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dirigent.sdk import (
+    BlockFailure,
     Contribution,
+    ErrorClass,
     Issue,
     Message,
     Operator,
@@ -173,10 +175,38 @@ class RemoteOperator(Operator[RemoteConfig, RemoteOutput]):
         return True
 
 
+NOT_YET_OK = Message("testing.flaky.missing", "{path} does not exist yet")
+
+
+class FlakyConfig(_Config):
+    needs: str = Field(description="Fail (rejected) until this file exists.")
+
+
+class FlakyOperator(Operator[FlakyConfig, FlakyConfig]):
+    """Fails until a file exists: lets a test decide, per item, when a retry will succeed."""
+
+    spec: ClassVar[OperatorSpec] = OperatorSpec(
+        id="testing.flaky", summary="Fail until a file exists."
+    )
+    config_model: ClassVar[type[BaseModel]] = FlakyConfig
+    output_model: ClassVar[type[BaseModel]] = FlakyConfig
+
+    async def execute(self, config: FlakyConfig, ctx: StepContext) -> FlakyConfig:
+        if not Path(config.needs).exists():
+            raise BlockFailure(NOT_YET_OK, error_class=ErrorClass.REJECTED, path=config.needs)
+        return config
+
+
 class TestingPlugin:
     def contribute(self) -> Contribution:
         return Contribution(
-            operators=[RecordOperator(), CheckedOperator(), UnsafeOperator(), RemoteOperator()]
+            operators=[
+                RecordOperator(),
+                CheckedOperator(),
+                UnsafeOperator(),
+                RemoteOperator(),
+                FlakyOperator(),
+            ]
         )
 
 

@@ -125,10 +125,11 @@ async def retry_step(
     )
     if fan_out:
         counts = await conn.fetchrow(
-            """WITH r AS (UPDATE run_items SET status = 'queued', finished_at = NULL, error_message = NULL
-                          WHERE run_id = $1 AND step = $2 AND status IN ('failed', 'cancelled')
-                          RETURNING (status = 'failed') AS failed)
-               SELECT count(*) FILTER (WHERE failed) AS f, count(*) AS n FROM r""",
+            """WITH old AS (SELECT id, status FROM run_items
+                            WHERE run_id = $1 AND step = $2 AND status IN ('failed', 'cancelled')),
+               r AS (UPDATE run_items i SET status = 'queued', finished_at = NULL, error_message = NULL
+                     FROM old WHERE i.id = old.id RETURNING old.status AS was)
+               SELECT count(*) FILTER (WHERE was = 'failed') AS f, count(*) AS n FROM r""",
             run_id,
             step,
         )

@@ -1,0 +1,190 @@
+"""Cancellation and manual retry."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from dirigent.engine.problems import ProblemsError
+from dirigent.engine.runtime.cancelling import cancel_run
+from dirigent.engine.store.pool import in_transaction
+from dirigent.engine.store.retrying import retry_step
+from tests.integration.engine.harness import Harness
+
+
+async def test_cancel_settles_everything_in_one_go_and_tells_remote_work(
+    h: Harness, tmp_path: Path
+) -> None:
+    log = tmp_path / "rec.log"
+    await h.apply(f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: c}}
+spec:
+  steps:
+    remote: {{block: testing.remote, poll: 100ms, config: {{dir: "{tmp_path}", polls: 100000}}}}
+    busy: {{block: testing.record, config: {{path: "{log}", sleep: 30}}}}
+    later: {{block: core.noop, dependsOn: [busy]}}
+""")
+    run = await h.run("c")
+    async with h.workers(1, heartbeat=__import__("datetime").timedelta(milliseconds=200)) as [
+        worker
+    ]:
+        async with asyncio.timeout(20):
+            while not (log.exists() and (tmp_path / "events.log").exists()):
+                await asyncio.sleep(0.05)
+            while (
+                await h.fetchval("SELECT status FROM step_attempts WHERE step = 'remote'")
+                != "waiting"
+            ):
+                await asyncio.sleep(0.05)
+        told = await cancel_run(
+            h.pool,
+            run.run_id,
+            reason="operator asked",
+            catalog=h.catalog,
+            storage=h.storage,
+            versions=h.versions,
+        )
+        assert told == 1
+        assert await h.status(run.run_id) == "cancelled"
+        statuses = {a["step"]: a["status"] for a in await h.attempts(run.run_id)}
+        assert statuses == {"remote": "cancelled", "busy": "cancelled", "later": "cancelled"}
+        # The worker holding `busy` notices at its next heartbeat and stops the block call.
+        async with asyncio.timeout(10):
+            while worker._tasks:
+                await asyncio.sleep(0.05)
+    assert "cancel" in [ln.split()[0] for ln in (tmp_path / "events.log").read_text().splitlines()]
+    assert [ln.split()[0] for ln in log.read_text().splitlines()] == ["start"]  # never finished
+    assert await h.status(run.run_id) == "cancelled"  # the abandoned call recorded nothing
+
+
+FLAKY = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: m}
+spec:
+  params: {type: object, properties: {fail: {type: boolean, default: true}}}
+  steps:
+    first: {block: testing.record, config: {path: "%s"}}
+    second: {block: core.fail, dependsOn: [first], retry: {maxAttempts: 1},
+             config: {errorClass: transient, times: 1}}
+    third: {block: core.echo, dependsOn: [second], config: {value: "${steps.first.output.attempt_id}"}}
+"""
+
+
+async def test_manual_retry_resumes_from_the_failed_step_only(h: Harness, tmp_path: Path) -> None:
+    log = tmp_path / "rec.log"
+    await h.apply(FLAKY % log)
+    run = await h.run("m")
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.steps(run.run_id) == {
+            "first": "succeeded",
+            "second": "failed",
+            "third": "skipped",
+        }
+        retried = await in_transaction(
+            h.pool,
+            lambda c: retry_step(
+                c, run.run_id, "second", idempotency_key="k1", versions=h.versions
+            ),
+        )
+        again = await in_transaction(
+            h.pool,
+            lambda c: retry_step(
+                c, run.run_id, "second", idempotency_key="k1", versions=h.versions
+            ),
+        )
+        assert again.attempt_ids == retried.attempt_ids and not again.created
+        assert await h.until_settled(run.run_id) == "succeeded"
+    second = await h.attempts(run.run_id, "second")
+    assert [(a["number"], a["kind"], a["status"]) for a in second] == [
+        (1, "automatic", "failed"),
+        (2, "manual", "succeeded"),
+    ]
+    [first] = await h.attempts(run.run_id, "first")
+    third = await h.attempts(run.run_id, "third")
+    assert third[-1]["output"] == {"value": first["id"]}  # read the stored upstream output
+    assert (
+        len(log.read_text().splitlines()) == 2
+    )  # `first` ran once (start + end): nothing upstream re-ran
+
+
+async def test_a_manual_attempt_is_never_retried_automatically(h: Harness) -> None:
+    await h.apply("""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: m2}
+spec:
+  steps:
+    bad: {block: core.fail, retry: {maxAttempts: 5, backoff: 10ms}, config: {errorClass: transient}}
+""")
+    run = await h.run("m2")
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "failed"
+        await in_transaction(
+            h.pool,
+            lambda c: retry_step(c, run.run_id, "bad", idempotency_key="once", versions=h.versions),
+        )
+        assert await h.until_settled(run.run_id) == "failed"
+    attempts = await h.attempts(run.run_id, "bad")
+    assert [a["kind"] for a in attempts] == ["automatic"] * 5 + ["manual"]
+
+
+async def test_manual_retry_of_exactly_the_failed_items(h: Harness, tmp_path: Path) -> None:
+    await h.apply(f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: items}}
+spec:
+  steps:
+    each: {{block: testing.flaky, forEach: [1, 2, 3, 4], onItemFailure: Continue,
+           config: {{needs: "{tmp_path}/ok-${{item}}"}}}}
+    after: {{block: core.noop, dependsOn: [each]}}
+""")
+    for n in (1, 2):
+        (tmp_path / f"ok-{n}").touch()
+    run = await h.run("items")
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "completed_with_errors"
+        for n in (3, 4):
+            (tmp_path / f"ok-{n}").touch()
+        retried = await in_transaction(
+            h.pool,
+            lambda c: retry_step(
+                c, run.run_id, "each", idempotency_key="items", versions=h.versions
+            ),
+        )
+        assert len(retried.attempt_ids) == 2
+        assert await h.until_settled(run.run_id) == "succeeded"
+    manual = [a["item_index"] for a in await h.attempts(run.run_id) if a["kind"] == "manual"]
+    assert manual == [2, 3]
+    counts = await h.fetchval(
+        "SELECT row(items_succeeded, items_failed, items_cancelled, with_errors)::text FROM run_steps "
+        "WHERE run_id = $1 AND step = 'each'",
+        run.run_id,
+    )
+    assert counts == "(4,0,0,f)"
+
+
+async def test_retry_refuses_a_step_that_did_not_fail(h: Harness) -> None:
+    await h.apply("""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: ok}
+spec:
+  steps:
+    fine: {block: core.noop}
+""")
+    run = await h.run("ok")
+    async with h.workers(1):
+        await h.until_settled(run.run_id)
+    with pytest.raises(ProblemsError) as refused:
+        await in_transaction(
+            h.pool,
+            lambda c: retry_step(c, run.run_id, "fine", idempotency_key="x", versions=h.versions),
+        )
+    assert refused.value.problems[0].code == "retry.step.not_failed"
