@@ -36,11 +36,10 @@ import asyncpg
 from dirigent.engine.applying import apply_manifest
 from dirigent.engine.manifests.loading import parse_manifest, read_text
 from dirigent.engine.plugins import discover
-from dirigent.engine.runtime.worker import in_transaction
 from dirigent.engine.store import runs
 from dirigent.engine.store.database import create_database, upgrade_async
 from dirigent.engine.store.embedded import EmbeddedPostgres, binaries_dir
-from dirigent.engine.store.pool import create_pool
+from dirigent.engine.store.pool import create_pool, in_transaction
 from dirigent.engine.store.versions import VersionCache
 
 FAN = """
@@ -65,7 +64,8 @@ spec:
 
 def chain(n: int) -> str:
     steps = "\n".join(
-        f"    s{i}: {{block: core.noop{', dependsOn: [s' + str(i - 1) + ']' if i else ''}}}" for i in range(n)
+        f"    s{i}: {{block: core.noop{', dependsOn: [s' + str(i - 1) + ']' if i else ''}}}"
+        for i in range(n)
     )
     return f"""
 apiVersion: dirigent.dev/v1alpha1
@@ -82,14 +82,30 @@ async def apply(pool: asyncpg.Pool, text: str) -> None:
     manifest, problems = parse_manifest(docs[0].data)
     assert manifest is not None, problems
     catalog = discover()
-    await in_transaction(pool, lambda c: apply_manifest(c, manifest, namespace="default", catalog=catalog))
+    await in_transaction(
+        pool, lambda c: apply_manifest(c, manifest, namespace="default", catalog=catalog)
+    )
 
 
-def start_workers(url: str, count: int, concurrency: int, root: Path) -> list[subprocess.Popen[bytes]]:
-    env = {**os.environ, "DIRIGENT_DATABASE_URL": url, "DIRIGENT_WORKER_CONCURRENCY": str(concurrency),
-           "DIRIGENT_ARTIFACT_ROOT": str(root), "DIRIGENT_POLL_INTERVAL": "0.5"}
-    return [subprocess.Popen([sys.executable, "-m", "dirigent.cli", "worker"], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(count)]
+def start_workers(
+    url: str, count: int, concurrency: int, root: Path
+) -> list[subprocess.Popen[bytes]]:
+    env = {
+        **os.environ,
+        "DIRIGENT_DATABASE_URL": url,
+        "DIRIGENT_WORKER_CONCURRENCY": str(concurrency),
+        "DIRIGENT_ARTIFACT_ROOT": str(root),
+        "DIRIGENT_POLL_INTERVAL": "0.5",
+    }
+    return [
+        subprocess.Popen(
+            [sys.executable, "-m", "dirigent.cli", "worker"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(count)
+    ]
 
 
 def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -114,7 +130,9 @@ async def settle(pool: asyncpg.Pool, run_ids: list[int]) -> None:
         await asyncio.sleep(0.02)
 
 
-async def scenario(url: str, name: str, n: int, workers: int, concurrency: int, root: Path) -> float:
+async def scenario(
+    url: str, name: str, n: int, workers: int, concurrency: int, root: Path
+) -> float:
     """Attempts per second for one scenario on a fresh database."""
     pool = await create_pool(url, max_size=8)
     versions = VersionCache()
@@ -124,18 +142,30 @@ async def scenario(url: str, name: str, n: int, workers: int, concurrency: int, 
             await wait_registered(pool, workers)
             t0 = time.perf_counter()
             if name == "fan-out":
-                created = [await in_transaction(pool, lambda c: runs.create_run(
-                    c, runs.RunRequest("default", "fan"), versions=versions))]
+                created = [
+                    await in_transaction(
+                        pool,
+                        lambda c: runs.create_run(
+                            c, runs.RunRequest("default", "fan"), versions=versions
+                        ),
+                    )
+                ]
                 attempts = n
             else:
                 # All runs in one transaction: they appear to the workers at once.
                 async def create_all(conn: asyncpg.Connection) -> list[runs.RunCreated]:
-                    return [await runs.create_run(conn, runs.RunRequest("default", "pair"), versions=versions)
-                            for _ in range(n // 2)]
+                    return [
+                        await runs.create_run(
+                            conn, runs.RunRequest("default", "pair"), versions=versions
+                        )
+                        for _ in range(n // 2)
+                    ]
 
                 t_create = time.perf_counter()
                 created = await in_transaction(pool, create_all)
-                print(f"  created {n // 2} runs in {time.perf_counter() - t_create:.2f}s", flush=True)
+                print(
+                    f"  created {n // 2} runs in {time.perf_counter() - t_create:.2f}s", flush=True
+                )
                 t0 = time.perf_counter()
                 attempts = 2 * (n // 2)
             await settle(pool, [r.run_id for r in created])
@@ -156,18 +186,26 @@ async def gaps(url: str, steps: int, root: Path) -> tuple[float, float]:
         procs = start_workers(url, 1, 4, root)
         try:
             await wait_registered(pool, 1)
-            run = await in_transaction(pool, lambda c: runs.create_run(
-                c, runs.RunRequest("default", "chain"), versions=VersionCache()))
+            run = await in_transaction(
+                pool,
+                lambda c: runs.create_run(
+                    c, runs.RunRequest("default", "chain"), versions=VersionCache()
+                ),
+            )
             await settle(pool, [run.run_id])
             rows = await pool.fetch(
-                """SELECT step, started_at, finished_at FROM step_attempts WHERE run_id = $1""", run.run_id)
+                """SELECT step, started_at, finished_at FROM step_attempts WHERE run_id = $1""",
+                run.run_id,
+            )
         finally:
             stop_workers(procs)
     finally:
         await pool.close()
     by = {r["step"]: r for r in rows}
-    gaps_ms = [(by[f"s{i}"]["started_at"] - by[f"s{i - 1}"]["finished_at"]).total_seconds() * 1000
-               for i in range(1, steps)]
+    gaps_ms = [
+        (by[f"s{i}"]["started_at"] - by[f"s{i - 1}"]["finished_at"]).total_seconds() * 1000
+        for i in range(1, steps)
+    ]
     gaps_ms.sort()
     return statistics.median(gaps_ms), gaps_ms[min(len(gaps_ms) - 1, int(len(gaps_ms) * 0.99))]
 
@@ -176,8 +214,12 @@ def pgbench(server: EmbeddedPostgres, seconds: int) -> float:
     exe = str(binaries_dir() / "pgbench")
     common = ["-h", "127.0.0.1", "-p", str(server.port), "-U", "postgres"]
     subprocess.run([exe, *common, "-i", "-s", "4", "-q", "bench"], check=True, capture_output=True)
-    done = subprocess.run([exe, *common, "-b", "simple-update", "-c", "8", "-j", "2", "-T", str(seconds), "bench"],
-                          check=True, capture_output=True, text=True)
+    done = subprocess.run(
+        [exe, *common, "-b", "simple-update", "-c", "8", "-j", "2", "-T", str(seconds), "bench"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     match = re.search(r"tps = ([0-9.]+)", done.stdout)
     assert match, done.stdout
     return float(match.group(1))
@@ -190,10 +232,14 @@ async def main(quick: bool) -> None:
     server = EmbeddedPostgres(base / "pgdata")
     server.start()
     try:
-        print(f"server: PostgreSQL on 127.0.0.1:{server.port} (fsync off, as the embedded test server)")
+        print(
+            f"server: PostgreSQL on 127.0.0.1:{server.port} (fsync off, as the embedded test server)"
+        )
         await create_database(server.url, "bench")
         tps = pgbench(server, 5 if quick else 15)
-        print(f"pgbench simple-update: {tps:.0f} tps (8 clients) -> target {tps / 4:.0f} attempts/s")
+        print(
+            f"pgbench simple-update: {tps:.0f} tps (8 clients) -> target {tps / 4:.0f} attempts/s"
+        )
         results: list[float] = []
         counter = 0
         for scen in ("fan-out", "runs"):
@@ -219,7 +265,9 @@ async def main(quick: bool) -> None:
         await apply(pool, chain(steps))
         await pool.close()
         p50, p99 = await gaps(url, steps, base / "art")
-        print(f"step settled -> dependent started: p50={p50:.1f}ms p99={p99:.1f}ms over {steps - 1} edges")
+        print(
+            f"step settled -> dependent started: p50={p50:.1f}ms p99={p99:.1f}ms over {steps - 1} edges"
+        )
         best = max(results)
         print(f"attempts_per_s={best:.0f} pgbench_tps={tps:.0f} ratio={best * 2 / tps:.3f}")
     finally:
@@ -227,6 +275,10 @@ async def main(quick: bool) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a smaller run that finishes in under a minute")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a smaller run that finishes in under a minute"
+    )
     asyncio.run(main(parser.parse_args().quick))

@@ -24,8 +24,8 @@ from dirigent.engine.logconfig import configure_logging
 from dirigent.engine.manifests.loading import Manifest, read_paths
 from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.problems import Problem, ProblemsError
-from dirigent.engine.runtime.worker import in_transaction
 from dirigent.engine.store import reads, runs
+from dirigent.engine.store.pool import in_transaction
 from dirigent.engine.validation.documents import validate_documents
 
 TERMINAL = {"succeeded", "completed_with_errors", "failed", "cancelled"}
