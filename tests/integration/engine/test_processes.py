@@ -99,3 +99,21 @@ spec:
     order = [ln.split()[2] for ln in log.read_text().splitlines() if ln.startswith("start")]
     assert order == ["high_step"] * 3 + ["low_step"] * 3
     await asyncio.sleep(0)
+
+
+async def test_tag_routing_claims_only_what_a_worker_can_run(h: Harness) -> None:
+    await h.apply("""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: gpu}
+spec:
+  requires: {workers: [gpu]}
+  steps:
+    train: {block: core.noop}
+""")
+    run = await h.run("gpu")
+    async with h.workers(1, tags=["cpu"]):
+        await asyncio.sleep(1.0)
+        assert await h.status(run.run_id) == "running"  # nobody here carries the gpu tag
+    async with h.workers(1, tags=["gpu", "eu"]):
+        assert await h.until_settled(run.run_id) == "succeeded"
