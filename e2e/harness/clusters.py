@@ -94,7 +94,7 @@ def _kind_cluster(workdir: Path) -> Iterator[Path]:
             "pytest-kind is not installed. Install it: `uv add --group dev pytest-kind`. "
             f"Or point {KUBECONFIG_ENV} at an existing cluster's kubeconfig."
         ) from exc
-    kind = KindCluster(KIND_CLUSTER_NAME, kubeconfig=workdir / "kind.kubeconfig")
+    kind = KindCluster(KIND_CLUSTER_NAME, workdir / "kind.kubeconfig")
     kind.create()
     try:
         yield Path(kind.kubeconfig_path)
