@@ -19,6 +19,7 @@ from typing import Any
 
 import asyncpg
 
+from dirigent.engine.manifests.enums import ConcurrencyPolicy
 from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.progression import fan_out_outcome
 from dirigent.engine.store.progress import advance_run, notify_work
@@ -502,7 +503,7 @@ async def settle_many(
     for run_id in sorted({run_id for run_id, _ in terminal}):
         pipeline = await versions.get(conn, locked[run_id]["version_id"])
         advanced = await advance_run(conn, run_id, pipeline)
-        if advanced.run_status is not None:
+        if advanced.run_status is not None and pipeline.spec.concurrency is ConcurrencyPolicy.QUEUE:
             await start_queued_run(conn, locked[run_id]["pipeline_id"], versions)
             for o in live:
                 if o.attempt.run_id == run_id:

@@ -67,14 +67,14 @@ async def queue_steps(conn: asyncpg.Connection, run_id: int, steps: list[str]) -
     """Move the steps' pending attempts to queued, numbering them for fairness."""
     if not steps:
         return 0
-    await conn.execute(
-        "UPDATE run_steps SET status = 'running', started_at = now() WHERE run_id = $1 AND step = ANY($2)",
-        run_id,
-        steps,
-    )
+    # One statement: the steps start, their attempts queue numbered after the run's earlier
+    # work (fairness), and the run's counter moves past them.
     count: int = await conn.fetchval(
         """
-        WITH seq AS (SELECT queued_seq FROM runs WHERE id = $1),
+        WITH started AS (
+            UPDATE run_steps SET status = 'running', started_at = now() WHERE run_id = $1 AND step = ANY($2)
+        ),
+        seq AS (SELECT queued_seq FROM runs WHERE id = $1),
         q AS (
             SELECT id, row_number() OVER (ORDER BY item_index NULLS FIRST, id) AS rn
             FROM step_attempts WHERE run_id = $1 AND step = ANY($2) AND status = 'pending'
@@ -83,13 +83,14 @@ async def queue_steps(conn: asyncpg.Connection, run_id: int, steps: list[str]) -
             UPDATE step_attempts a SET status = 'queued', available_at = now(),
                    fair_seq = (SELECT queued_seq FROM seq) + q.rn
             FROM q WHERE a.id = q.id RETURNING 1
-        )
-        SELECT count(*) FROM u
+        ),
+        c AS (SELECT count(*) AS n FROM u),
+        bumped AS (UPDATE runs SET queued_seq = queued_seq + (SELECT n FROM c) WHERE id = $1)
+        SELECT n FROM c
         """,
         run_id,
         steps,
     )
-    await conn.execute("UPDATE runs SET queued_seq = queued_seq + $2 WHERE id = $1", run_id, count)
     return count
 
 
