@@ -133,4 +133,12 @@ class WaitSensor(Sensor[WaitConfig, WaitOutput]):
         if due_time and due_pokes:
             return WaitOutput(pokes=count)
         progress = min(count / config.pokes, 1.0) if config.pokes else None
-        return NotYet(message=f"poke {count}", progress=progress, cursor={"pokes": count})
+        # A message that stays the same while nothing new happens: the engine logs a
+        # message when it changes, so a per-poke message would log every poke.
+        waiting_for = [f"{config.pokes} pokes"] if config.pokes else []
+        waiting_for += [config.until.isoformat()] if config.until else []
+        return NotYet(
+            message=f"waiting for {' and '.join(waiting_for) or 'nothing'}",
+            progress=progress,
+            cursor={"pokes": count},
+        )

@@ -418,6 +418,12 @@ async def _probe(
         deadline is not None
         and dt.datetime.now(dt.UTC) - a.first_started_at > deadline.to_timedelta()
     ):
+        # The work is abandoned, so the remote is told to stop (best-effort): a retry must not
+        # run beside a job nobody is waiting for any more.
+        try:
+            await block.cancel(handle, config, ctx)
+        except Exception as err:
+            ctx.log.warning(f"cancelling remote job {handle.ref} failed: {err}")
         return failure(
             a,
             worker_id,

@@ -28,7 +28,7 @@ from dirigent.engine.runtime.executing import Park, Settings, execute_attempt
 from dirigent.engine.storage import FileStorage
 from dirigent.engine.store import attempts as attempts_store
 from dirigent.engine.store import workers as workers_store
-from dirigent.engine.store.attempts import Claimed, Outcome
+from dirigent.engine.store.attempts import Claimed, Outcome, Parking
 from dirigent.engine.store.crypto import SecretSealer
 from dirigent.engine.store.pool import in_transaction
 from dirigent.engine.store.progress import WORK_CHANNEL
@@ -80,7 +80,9 @@ class Worker:
         self._tasks: dict[int, asyncio.Task[None]] = {}
         # Outcomes wait here for the settler, which records whatever has gathered in one
         # transaction: a wide fan-out settles in batches instead of one commit per item.
-        self._outcomes: asyncio.Queue[tuple[Outcome, asyncio.Future[None]]] = asyncio.Queue()
+        self._outcomes: asyncio.Queue[tuple[Outcome | Parking, asyncio.Future[None]]] = (
+            asyncio.Queue()
+        )
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self.executed = 0  # attempts this worker settled or parked; for tests and metrics
@@ -154,8 +156,17 @@ class Worker:
                     task.add_done_callback(self._done_callback(attempt.id))
             if claimed and len(claimed) == free:
                 continue  # there may be more: go round without waiting
+            wait = self.config.poll_interval
+            if free > 0:
+                async with self._conn() as conn:
+                    due = await attempts_store.next_due(conn)
+                until = (due - dt.datetime.now(dt.UTC)).total_seconds() if due is not None else wait
+                # Something already overdue that this claim did not take is not ours to take
+                # (another tag, or another worker holds it): wait the poll out, never spin.
+                if 0 < until < wait:
+                    wait = until
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.config.poll_interval)
+                await asyncio.wait_for(self._wake.wait(), wait)
 
     def _done_callback(self, attempt_id: int) -> Callable[[asyncio.Task[None]], None]:
         def done(_task: asyncio.Task[None]) -> None:
@@ -198,13 +209,29 @@ class Worker:
         finally:
             structlog.contextvars.clear_contextvars()
 
-    async def _settle(self, outcome: Outcome) -> None:
-        """Hand the outcome to the settler and wait until it is committed (the slot stays held)."""
+    async def _settle(self, outcome: Outcome | Parking) -> None:
+        """Hand the outcome to the writer and wait until it is committed (the slot stays held)."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         await self._outcomes.put((outcome, done))
         await done
 
+    async def _park(self, attempt: Claimed, park: Park) -> None:
+        await self._settle(
+            Parking(
+                attempt,
+                park.next_poll,
+                handle=park.handle,
+                cursor=park.cursor,
+                message=park.message,
+                progress=park.progress,
+                gone_count=park.gone_count,
+                input=park.input,
+                logs=park.logs,
+            )
+        )
+
     async def _settle_loop(self) -> None:
+        """The writer: records whatever has gathered, settles and parks, in one transaction."""
         while True:
             batch = [await self._outcomes.get()]
             # Let attempts finishing in this same moment join the batch: a few loop turns,
@@ -213,26 +240,34 @@ class Worker:
                 await asyncio.sleep(0)
             while not self._outcomes.empty():
                 batch.append(self._outcomes.get_nowait())
-            outcomes = [o for o, _ in batch]
+            outcomes = [o for o, _ in batch if isinstance(o, Outcome)]
+            parkings = [o for o, _ in batch if isinstance(o, Parking)]
 
             async def record(
-                conn: asyncpg.Connection, outcomes: list[Outcome] = outcomes
-            ) -> list[attempts_store.Settled]:
-                return await attempts_store.settle_many(conn, outcomes, self.versions)
+                conn: asyncpg.Connection,
+                outcomes: list[Outcome] = outcomes,
+                parkings: list[Parking] = parkings,
+            ) -> tuple[set[int], set[int]]:
+                parked = await attempts_store.park_many(conn, self.id, parkings)
+                settled = await attempts_store.settle_many(conn, outcomes, self.versions)
+                kept = {
+                    o.attempt.id for o, s in zip(outcomes, settled, strict=True) if not s.discarded
+                }
+                return parked, kept
 
             try:
-                settled = await in_transaction(self.pool, record)
+                parked, kept = await in_transaction(self.pool, record)
             except Exception as err:
                 # Leave the leases to expire: the sweeper recovers what was not recorded.
-                log.exception("attempt.settle_failed", attempts=[o.attempt.id for o in outcomes])
+                log.exception("attempt.write_failed", attempts=[o.attempt.id for o, _ in batch])
                 for _, done in batch:
                     if not done.done():
                         done.set_exception(err)
                 continue
-            for (outcome, done), result in zip(batch, settled, strict=True):
-                if result.discarded:
+            for item, done in batch:
+                if item.attempt.id not in parked | kept:
                     log.info(
-                        "attempt.discarded", attempt_id=outcome.attempt.id, reason="no longer held"
+                        "attempt.discarded", attempt_id=item.attempt.id, reason="no longer held"
                     )
                 if not done.done():
                     done.set_result(None)
@@ -240,24 +275,6 @@ class Worker:
     async def _record_fetched(self, attempt: Claimed, value: Any) -> None:
         async with self._conn() as conn:
             await attempts_store.record_fetched(conn, attempt, self.id, value)
-
-    async def _park(self, attempt: Claimed, park: Park) -> None:
-        async def write(conn: asyncpg.Connection) -> bool:
-            return await attempts_store.park(
-                conn,
-                attempt,
-                self.id,
-                next_poll=park.next_poll,
-                handle=park.handle,
-                cursor=park.cursor,
-                message=park.message,
-                progress=park.progress,
-                logs=park.logs,
-                gone_count=park.gone_count,
-                input=park.input,
-            )
-
-        await in_transaction(self.pool, write)
 
     async def _heartbeat_loop(self) -> None:
         interval = self.config.heartbeat.total_seconds()

@@ -198,27 +198,6 @@ def backoff_delay(pipeline: Pipeline, step: str, number: int) -> timedelta:
     return timedelta(seconds=capped * random.uniform(0.5, 1.0))
 
 
-async def write_logs(conn: asyncpg.Connection, attempt: Claimed, lines: list[LogLine]) -> None:
-    if not lines:
-        return
-    await conn.executemany(
-        """INSERT INTO log_entries (run_id, attempt_id, run_item_id, step, level, message, fields)
-           VALUES ($1, $2, $3, $4, $5, $6, $7)""",
-        [
-            (
-                attempt.run_id,
-                attempt.id,
-                attempt.run_item_id,
-                attempt.step,
-                ln.level,
-                ln.message,
-                ln.fields,
-            )
-            for ln in lines
-        ],
-    )
-
-
 async def record_fetched(
     conn: asyncpg.Connection, attempt: Claimed, worker_id: str, value: Any
 ) -> bool:
@@ -233,41 +212,83 @@ async def record_fetched(
     return status.endswith(" 1")
 
 
-async def park(
-    conn: asyncpg.Connection,
-    attempt: Claimed,
-    worker_id: str,
-    *,
-    next_poll: timedelta,
-    handle: dict[str, Any] | None = None,
-    cursor: dict[str, Any] | None = None,
-    message: str | None = None,
-    progress: float | None = None,
-    logs: list[LogLine] | None = None,
-    gone_count: int = 0,
-    input: Any = None,
-) -> bool:
-    """Put a running attempt back to waiting with its next due time; False if no longer ours."""
-    status: str = await conn.execute(
-        """UPDATE step_attempts
-           SET status = 'waiting', next_poll_at = now() + $3::interval, lease_owner = NULL,
-               lease_expires_at = NULL, handle = COALESCE($4, handle), cursor = $5,
-               wait_message = $6, wait_progress = $7, gone_count = $8, input = COALESCE($9, input)
-           WHERE id = $1 AND lease_owner = $2 AND status = 'running'""",
-        attempt.id,
+@dataclass
+class Parking:
+    """A running attempt going back to waiting: a sensor's NotYet, a remote job still running."""
+
+    attempt: Claimed
+    next_poll: timedelta
+    handle: dict[str, Any] | None = None
+    cursor: dict[str, Any] | None = None
+    message: str | None = None
+    progress: float | None = None
+    gone_count: int = 0
+    input: Any = None
+    logs: list[LogLine] = field(default_factory=list)
+
+
+async def park_many(conn: asyncpg.Connection, worker_id: str, parkings: list[Parking]) -> set[int]:
+    """Put attempts back to waiting with their next due times, as one statement.
+
+    Parking needs no run lock: it changes no step or run state. Returns the ids parked (an
+    attempt no longer held by this worker is left alone). The handle, cursor and meta are
+    written here, so what a probe or poke learned survives a crash from this commit on.
+    """
+    if not parkings:
+        return set()
+    logs = [(p.attempt, ln) for p in parkings for ln in p.logs]
+    rows = await conn.fetch(
+        """
+        WITH u AS (
+            UPDATE step_attempts a
+            SET status = 'waiting', next_poll_at = now() + p.poll, lease_owner = NULL,
+                lease_expires_at = NULL, handle = COALESCE(p.handle::jsonb, a.handle),
+                cursor = p.cursor::jsonb, wait_message = p.msg, wait_progress = p.prog,
+                gone_count = p.gone, input = COALESCE(p.input::jsonb, a.input)
+            FROM unnest($1::bigint[], $2::interval[], $3::text[], $4::text[], $5::text[],
+                        $6::float8[], $7::int[], $8::text[]) AS p(id, poll, handle, cursor, msg, prog, gone, input)
+            WHERE a.id = p.id AND a.lease_owner = $9 AND a.status = 'running'
+            RETURNING a.id
+        ),
+        logs AS (
+            INSERT INTO log_entries (run_id, attempt_id, run_item_id, step, level, message, fields)
+            SELECT r, a, i, s, l, m, f::jsonb
+            FROM unnest($10::bigint[], $11::bigint[], $12::bigint[], $13::text[], $14::text[],
+                        $15::text[], $16::text[]) AS t(r, a, i, s, l, m, f)
+            WHERE t.a IN (SELECT id FROM u)
+        )
+        SELECT id FROM u
+        """,
+        [p.attempt.id for p in parkings],
+        [p.next_poll for p in parkings],
+        [_json(p.handle) for p in parkings],
+        [_json(p.cursor) for p in parkings],
+        [p.message for p in parkings],
+        [p.progress for p in parkings],
+        [p.gone_count for p in parkings],
+        [_json(p.input) for p in parkings],
         worker_id,
-        next_poll,
-        handle,
-        cursor,
-        message,
-        progress,
-        gone_count,
-        input,
+        [c.run_id for c, _ in logs],
+        [c.id for c, _ in logs],
+        [c.run_item_id for c, _ in logs],
+        [c.step for c, _ in logs],
+        [ln.level for _, ln in logs],
+        [ln.message for _, ln in logs],
+        [json.dumps(ln.fields) for _, ln in logs],
     )
-    if status.endswith(" 0"):
-        return False
-    await write_logs(conn, attempt, logs or [])
-    return True
+    return {r["id"] for r in rows}
+
+
+async def next_due(conn: asyncpg.Connection) -> datetime | None:
+    """When the next waiting attempt falls due (an indexed lookup): how long an idle worker may sleep.
+
+    A poll falling due sends no NOTIFY, so without this an idle worker would probe up to one
+    poll interval late. Delayed retries still rely on the poll interval.
+    """
+    due: datetime | None = await conn.fetchval(
+        "SELECT min(next_poll_at) FROM step_attempts WHERE status = 'waiting'"
+    )
+    return due
 
 
 def _will_retry(o: Outcome, pipeline: Pipeline) -> bool:
