@@ -160,11 +160,8 @@ class Worker:
             if free > 0:
                 async with self._conn() as conn:
                     due = await attempts_store.next_due(conn)
-                until = (due - dt.datetime.now(dt.UTC)).total_seconds() if due is not None else wait
-                # Something already overdue that this claim did not take is not ours to take
-                # (another tag, or another worker holds it): wait the poll out, never spin.
-                if 0 < until < wait:
-                    wait = until
+                if due is not None:
+                    wait = min(wait, max(0.005, (due - dt.datetime.now(dt.UTC)).total_seconds()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
 

@@ -283,10 +283,12 @@ async def next_due(conn: asyncpg.Connection) -> datetime | None:
     """When the next waiting attempt falls due (an indexed lookup): how long an idle worker may sleep.
 
     A poll falling due sends no NOTIFY, so without this an idle worker would probe up to one
-    poll interval late. Delayed retries still rely on the poll interval.
+    poll interval late. Only future due times count: one already overdue that the claim did
+    not take is held by another worker or needs another tag. Delayed retries still rely on
+    the poll interval.
     """
     due: datetime | None = await conn.fetchval(
-        "SELECT min(next_poll_at) FROM step_attempts WHERE status = 'waiting'"
+        "SELECT min(next_poll_at) FROM step_attempts WHERE status = 'waiting' AND next_poll_at > now()"
     )
     return due
 
