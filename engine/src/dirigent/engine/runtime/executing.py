@@ -1,7 +1,8 @@
 """Running one claimed attempt: resolve, validate, call the block, and say what happened.
 
-Nothing here writes to the database; it turns a claimed attempt into either an ``Outcome``
-(to settle) or a ``Park`` (to wait again). The worker owns the transactions. Errors are
+Nothing here writes to the database (but for the fetched result, through the hook the
+worker gives); it turns a claimed attempt into either an ``Outcome`` (to settle) or a
+``Parking`` (to wait again). The worker owns the transactions. Errors are
 classified by the block (``classify_error``) into transient / rejected / unknown, which is
 all the retry policy reads.
 """
@@ -14,7 +15,7 @@ import hashlib
 import json
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -31,27 +32,13 @@ from dirigent.engine.runtime.resolving import (
     resolve,
 )
 from dirigent.engine.storage import FileStorage
-from dirigent.engine.store.attempts import Artifact, Claimed, LogLine, Outcome
+from dirigent.engine.store.attempts import Artifact, Claimed, LogLine, Outcome, Parking
 from dirigent.engine.store.connections import open_connection
 from dirigent.engine.store.crypto import SealError, SecretSealer
 from dirigent.sdk import BlockFailure, ErrorClass, NotYet, Operator, RemoteHandle, Sensor
 
 FetchedHook = Callable[[Claimed, Any], Awaitable[None]]
 GONE_LIMIT = 3  # consecutive GONE probes before a vanished remote job fails the attempt
-
-
-@dataclass
-class Park:
-    """The attempt waits again: a sensor said NotYet, or a remote job is still running."""
-
-    next_poll: dt.timedelta
-    handle: dict[str, Any] | None = None
-    cursor: dict[str, Any] | None = None
-    message: str | None = None
-    progress: float | None = None
-    gone_count: int = 0
-    input: Any = None
-    logs: list[LogLine] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -209,7 +196,7 @@ async def execute_attempt(
     storage: FileStorage,
     settings: Settings,
     on_fetched: FetchedHook,
-) -> Outcome | Park:
+) -> Outcome | Parking:
     step = pipeline.spec.steps[a.step]
     started = time.monotonic()
     entry = catalog.block(a.block)
@@ -318,7 +305,8 @@ async def execute_attempt(
                 logs = ctx.log.lines
                 if result.message and result.message != a.wait_message:
                     logs = [*logs, LogLine("info", result.message, {"progress": result.progress})]
-                return Park(
+                return Parking(
+                    a,
                     _poll(step, entry),
                     cursor=result.cursor,
                     message=result.message,
@@ -345,7 +333,8 @@ async def execute_attempt(
             )
         result = await asyncio.wait_for(block.execute(config, ctx), timeout)
         if isinstance(result, RemoteHandle):
-            return Park(
+            return Parking(
+                a,
                 _poll(step, entry),
                 handle=result.model_dump(mode="json"),
                 input=resolved,
@@ -406,7 +395,7 @@ async def _probe(
     settings: Settings,
     resolved: Any,
     on_fetched: FetchedHook,
-) -> Outcome | Park:
+) -> Outcome | Parking:
     assert a.handle is not None
     handle = RemoteHandle.model_validate(a.handle)
     if a.fetched is not None:
@@ -438,7 +427,8 @@ async def _probe(
         new_handle = (
             handle.model_copy(update={"meta": result.meta}) if result.meta is not None else handle
         )
-        return Park(
+        return Parking(
+            a,
             _poll(step, entry),
             handle=new_handle.model_dump(mode="json"),
             message=result.message,
@@ -464,7 +454,8 @@ async def _probe(
                 f"the remote system no longer knows job {handle.ref} ({count} probes)",
                 logs=ctx.log.lines,
             )
-        return Park(
+        return Parking(
+            a,
             _poll(step, entry),
             handle=a.handle,
             gone_count=count,

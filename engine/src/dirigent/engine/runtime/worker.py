@@ -24,7 +24,7 @@ import asyncpg
 import structlog
 
 from dirigent.engine.plugins import Catalog
-from dirigent.engine.runtime.executing import Park, Settings, execute_attempt
+from dirigent.engine.runtime.executing import Settings, execute_attempt
 from dirigent.engine.storage import FileStorage
 from dirigent.engine.store import attempts as attempts_store
 from dirigent.engine.store import workers as workers_store
@@ -191,10 +191,7 @@ class Worker:
                 settings=self._settings,
                 on_fetched=self._record_fetched,
             )
-            if isinstance(result, Park):
-                await self._park(attempt, result)
-            else:
-                await self._settle(result)
+            await self._settle(result)
             self.executed += 1
         except asyncio.CancelledError:
             log.info("attempt.abandoned", attempt_id=attempt.id)
@@ -207,25 +204,10 @@ class Worker:
             structlog.contextvars.clear_contextvars()
 
     async def _settle(self, outcome: Outcome | Parking) -> None:
-        """Hand the outcome to the writer and wait until it is committed (the slot stays held)."""
+        """Hand the outcome (or parking) to the writer and wait until it is committed (the slot stays held)."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         await self._outcomes.put((outcome, done))
         await done
-
-    async def _park(self, attempt: Claimed, park: Park) -> None:
-        await self._settle(
-            Parking(
-                attempt,
-                park.next_poll,
-                handle=park.handle,
-                cursor=park.cursor,
-                message=park.message,
-                progress=park.progress,
-                gone_count=park.gone_count,
-                input=park.input,
-                logs=park.logs,
-            )
-        )
 
     async def _settle_loop(self) -> None:
         """The writer: records whatever has gathered, settles and parks, in one transaction."""

@@ -268,13 +268,7 @@ async def park_many(conn: asyncpg.Connection, worker_id: str, parkings: list[Par
         [p.gone_count for p in parkings],
         [_json(p.input) for p in parkings],
         worker_id,
-        [c.run_id for c, _ in logs],
-        [c.id for c, _ in logs],
-        [c.run_item_id for c, _ in logs],
-        [c.step for c, _ in logs],
-        [ln.level for _, ln in logs],
-        [ln.message for _, ln in logs],
-        [json.dumps(ln.fields) for _, ln in logs],
+        *_log_columns(logs),
     )
     return {r["id"] for r in rows}
 
@@ -291,6 +285,19 @@ async def next_due(conn: asyncpg.Connection) -> datetime | None:
         "SELECT min(next_poll_at) FROM step_attempts WHERE status = 'waiting' AND next_poll_at > now()"
     )
     return due
+
+
+def _log_columns(logs: list[tuple[Claimed, LogLine]]) -> list[list[Any]]:
+    """Log lines as the seven unnest() columns every batched log insert takes."""
+    return [
+        [c.run_id for c, _ in logs],
+        [c.id for c, _ in logs],
+        [c.run_item_id for c, _ in logs],
+        [c.step for c, _ in logs],
+        [ln.level for _, ln in logs],
+        [ln.message for _, ln in logs],
+        [json.dumps(ln.fields) for _, ln in logs],
+    ]
 
 
 def _will_retry(o: Outcome, pipeline: Pipeline) -> bool:
@@ -316,13 +323,7 @@ async def _write_log_batch(conn: asyncpg.Connection, rows: list[tuple[Claimed, L
            SELECT r, a, i, s, l, m, f::jsonb
            FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[])
                 AS t(r, a, i, s, l, m, f)""",
-        [c.run_id for c, _ in rows],
-        [c.id for c, _ in rows],
-        [c.run_item_id for c, _ in rows],
-        [c.step for c, _ in rows],
-        [ln.level for _, ln in rows],
-        [ln.message for _, ln in rows],
-        [json.dumps(ln.fields) for _, ln in rows],
+        *_log_columns(rows),
     )
 
 
@@ -418,13 +419,7 @@ async def settle_many(
             [x.digest for _, x in arts],
             [_json(x.inline) if x.uri is None else None for _, x in arts],
             [x.uri for _, x in arts],
-            [c.run_id for c, _ in logs],
-            [c.id for c, _ in logs],
-            [c.run_item_id for c, _ in logs],
-            [c.step for c, _ in logs],
-            [ln.level for _, ln in logs],
-            [ln.message for _, ln in logs],
-            [json.dumps(ln.fields) for _, ln in logs],
+            *_log_columns(logs),
             [o.attempt.run_item_id for o in items],
             [o.attempt.id for o in items],
             [o.status for o in items],
