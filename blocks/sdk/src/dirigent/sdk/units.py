@@ -37,6 +37,7 @@ where JSON Schema applies each only to its own type.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import re
 from decimal import Decimal, InvalidOperation
@@ -107,6 +108,7 @@ def _refuse(kind: str, value: object, why: str) -> ValueError:
 
 
 @final
+@functools.total_ordering
 class Duration:
     """A non-negative span of time with millisecond precision.
 
@@ -212,21 +214,6 @@ class Duration:
             return self._ms < other._ms
         return NotImplemented
 
-    def __le__(self, other: Duration) -> bool:
-        if isinstance(other, Duration):
-            return self._ms <= other._ms
-        return NotImplemented
-
-    def __gt__(self, other: Duration) -> bool:
-        if isinstance(other, Duration):
-            return self._ms > other._ms
-        return NotImplemented
-
-    def __ge__(self, other: Duration) -> bool:
-        if isinstance(other, Duration):
-            return self._ms >= other._ms
-        return NotImplemented
-
     def __bool__(self) -> bool:
         return self._ms != 0
 
@@ -254,6 +241,7 @@ class Duration:
 
 
 @final
+@functools.total_ordering
 class Size:
     """A non-negative number of bytes.
 
@@ -331,21 +319,6 @@ class Size:
     def __lt__(self, other: Size) -> bool:
         if isinstance(other, Size):
             return self._bytes < other._bytes
-        return NotImplemented
-
-    def __le__(self, other: Size) -> bool:
-        if isinstance(other, Size):
-            return self._bytes <= other._bytes
-        return NotImplemented
-
-    def __gt__(self, other: Size) -> bool:
-        if isinstance(other, Size):
-            return self._bytes > other._bytes
-        return NotImplemented
-
-    def __ge__(self, other: Size) -> bool:
-        if isinstance(other, Size):
-            return self._bytes >= other._bytes
         return NotImplemented
 
     def __bool__(self) -> bool:
