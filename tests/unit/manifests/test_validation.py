@@ -99,3 +99,45 @@ def test_duplicate_alert_names_are_refused() -> None:
     alert = {"name": "x", "event": "RunFailed", "notifier": "log"}
     found = _codes(_pipeline({"a": {"block": "core.noop"}}, alerts=[alert, alert]))
     assert found == [("pipeline.alert.duplicate", "spec.alerts[1].name")]
+
+
+def test_a_document_refused_for_its_shape_still_gets_its_whole_document_checks() -> None:
+    """Every problem at once: an unknown field does not hide a cycle or a bad reference."""
+    from dirigent.engine.manifests.loading import read_text
+    from dirigent.engine.validation.documents import validate_documents
+
+    docs, _ = read_text(
+        """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: several}
+spec:
+  steps:
+    a: {block: core.noop, dependsOn: [b], dependOn: [x], timeout: forever}
+    b: {block: core.noop, dependsOn: [a], config: {v: "${steps.nope.output}"}}
+""",
+        "f.yaml",
+    )
+    _, problems = validate_documents(docs)
+    assert [(p.code, p.location) for p in problems] == [
+        ("manifest.field.unknown", "spec.steps.a.dependOn"),
+        ("pipeline.dag.cycle", "spec.steps.a.dependsOn"),
+        ("manifest.duration.invalid", "spec.steps.a.timeout"),
+        ("pipeline.reference.unknown_step", "spec.steps.b.config.v"),
+    ]
+
+
+def test_salvage_gives_up_on_a_missing_required_field() -> None:
+    from dirigent.engine.validation.documents import salvage_pipeline
+
+    assert (
+        salvage_pipeline(
+            {
+                "apiVersion": "dirigent.dev/v1alpha1",
+                "kind": "Pipeline",
+                "metadata": {"name": "p"},
+                "spec": {"steps": {"a": {"config": {}}}},
+            }
+        )
+        is None
+    )

@@ -87,8 +87,12 @@ def command(
         for p in problems:
             typer.echo(p.render())
         noun = "problem" if len(problems) == 1 else "problems"
-        typer.echo(f"{len(docs)} documents, {len(problems)} {noun}", err=True)
+        typer.echo(f"{_documents(len(docs))}, {len(problems)} {noun}", err=True)
     else:
-        typer.echo(f"{len(docs)} documents, no problems")
+        typer.echo(f"{_documents(len(docs))}, no problems")
     if problems:
         raise typer.Exit(1)
+
+
+def _documents(count: int) -> str:
+    return f"{count} document" if count == 1 else f"{count} documents"
