@@ -150,7 +150,10 @@ async def scenario(
                         ),
                     )
                 ]
-                print(f"  created a {n}-item fan-out run in {time.perf_counter() - t0:.2f}s", flush=True)
+                print(
+                    f"  created a {n}-item fan-out run in {time.perf_counter() - t0:.2f}s",
+                    flush=True,
+                )
                 attempts = n
             else:
                 # All runs in one transaction: they appear to the workers at once.
