@@ -15,7 +15,7 @@ import structlog
 from pydantic import BaseModel, JsonValue
 
 from dirigent.engine.storage import FileStorage
-from dirigent.engine.store.attempts import LogLine
+from dirigent.engine.store.outcomes import LogLine
 from dirigent.sdk import BlockFailure, ErrorClass, Message, Runs
 
 M = TypeVar("M", bound=BaseModel)

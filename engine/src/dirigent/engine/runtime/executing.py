@@ -32,9 +32,10 @@ from dirigent.engine.runtime.resolving import (
     resolve,
 )
 from dirigent.engine.storage import FileStorage
-from dirigent.engine.store.attempts import Artifact, Claimed, LogLine, Outcome, Parking
+from dirigent.engine.store.claims import Claimed
 from dirigent.engine.store.connections import open_connection
 from dirigent.engine.store.crypto import SealError, SecretSealer
+from dirigent.engine.store.outcomes import Artifact, LogLine, Outcome, Parking
 from dirigent.sdk import BlockFailure, ErrorClass, NotYet, Operator, RemoteHandle, Sensor
 
 FetchedHook = Callable[[Claimed, Any], Awaitable[None]]

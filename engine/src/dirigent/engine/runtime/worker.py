@@ -26,10 +26,12 @@ import structlog
 from dirigent.engine.plugins import Catalog
 from dirigent.engine.runtime.executing import Settings, execute_attempt
 from dirigent.engine.storage import FileStorage
-from dirigent.engine.store import attempts as attempts_store
+from dirigent.engine.store import claims
+from dirigent.engine.store import outcomes as outcome_store
 from dirigent.engine.store import workers as workers_store
-from dirigent.engine.store.attempts import Claimed, Outcome, Parking
+from dirigent.engine.store.claims import Claimed
 from dirigent.engine.store.crypto import SecretSealer
+from dirigent.engine.store.outcomes import Outcome, Parking
 from dirigent.engine.store.pool import in_transaction
 from dirigent.engine.store.progress import WORK_CHANNEL
 from dirigent.engine.store.runs import start_queued_run
@@ -147,7 +149,7 @@ class Worker:
             if free > 0:
                 self._wake.clear()
                 async with self._conn() as conn:
-                    claimed = await attempts_store.claim(
+                    claimed = await claims.claim(
                         conn, self.id, limit=free, tags=self.config.tags, lease=self.config.lease
                     )
                 for attempt in claimed:
@@ -159,7 +161,7 @@ class Worker:
             wait = self.config.poll_interval
             if free > 0:
                 async with self._conn() as conn:
-                    due = await attempts_store.next_due(conn)
+                    due = await claims.next_due(conn)
                 if due is not None:
                     wait = min(wait, max(0.005, (due - dt.datetime.now(dt.UTC)).total_seconds()))
             with contextlib.suppress(TimeoutError):
@@ -227,8 +229,8 @@ class Worker:
                 outcomes: list[Outcome] = outcomes,
                 parkings: list[Parking] = parkings,
             ) -> tuple[set[int], set[int]]:
-                parked = await attempts_store.park_many(conn, self.id, parkings)
-                settled = await attempts_store.settle_many(conn, outcomes, self.versions)
+                parked = await outcome_store.park_many(conn, self.id, parkings)
+                settled = await outcome_store.settle_many(conn, outcomes, self.versions)
                 kept = {
                     o.attempt.id for o, s in zip(outcomes, settled, strict=True) if not s.discarded
                 }
@@ -253,7 +255,7 @@ class Worker:
 
     async def _record_fetched(self, attempt: Claimed, value: Any) -> None:
         async with self._conn() as conn:
-            await attempts_store.record_fetched(conn, attempt, self.id, value)
+            await outcome_store.record_fetched(conn, attempt, self.id, value)
 
     async def _heartbeat_loop(self) -> None:
         interval = self.config.heartbeat.total_seconds()
@@ -262,7 +264,7 @@ class Worker:
             try:
                 ids = list(self._tasks)
                 async with self._conn() as conn:
-                    held = await attempts_store.heartbeat(conn, self.id, ids, self.config.lease)
+                    held = await claims.heartbeat(conn, self.id, ids, self.config.lease)
                     await workers_store.seen(conn, self.id)
                 for lost in set(ids) - held:
                     task = self._tasks.get(lost)

@@ -1,0 +1,150 @@
+"""Claims: taking due attempts with a lease, keeping the lease, and knowing when to look again.
+
+The claim is one statement: ``FOR UPDATE SKIP LOCKED`` over the due rows, ordered by
+priority, then fairness between runs (``fair_seq``: an attempt's position among its run's
+queued work, so a 400-item fan-out and a two-step run interleave), then due time, then id.
+Every predicate that decides claimability sits on the locked ``step_attempts`` relation
+itself, because when SKIP LOCKED waits out a concurrent commit it re-checks only those.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+CLAIM = """
+WITH queued AS (
+    SELECT id FROM step_attempts
+    WHERE status = 'queued' AND available_at <= now() AND requires_workers <@ $3::jsonb
+    ORDER BY priority DESC, fair_seq, available_at, id
+    LIMIT $2 FOR UPDATE SKIP LOCKED
+),
+polls AS (
+    SELECT id FROM step_attempts
+    WHERE status = 'waiting' AND next_poll_at <= now() AND requires_workers <@ $3::jsonb
+    ORDER BY next_poll_at, id
+    LIMIT $2 FOR UPDATE SKIP LOCKED
+),
+due AS (SELECT id FROM queued UNION ALL SELECT id FROM polls),
+claimed AS (
+    UPDATE step_attempts a
+    SET status = 'running', lease_owner = $1, lease_expires_at = now() + $4::interval,
+        started_at = now(), first_started_at = COALESCE(a.first_started_at, now())
+    FROM (SELECT id FROM due LIMIT $2) d
+    WHERE a.id = d.id
+    RETURNING a.id, a.run_id, a.run_item_id, a.step, a.item_index, a.number, a.kind, a.block,
+              a.first_started_at, a.cursor, a.handle, a.fetched, a.wait_message, a.gone_count,
+              a.available_at, a.next_poll_at
+)
+SELECT c.*, r.params, r.version_id, r.window_start, r.window_end, r.namespace, p.name AS pipeline,
+       i.value AS item_value
+FROM claimed c
+JOIN runs r ON r.id = c.run_id
+JOIN pipelines p ON p.id = r.pipeline_id
+LEFT JOIN run_items i ON i.id = c.run_item_id
+"""
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """One attempt this worker now holds a lease on."""
+
+    id: int
+    run_id: int
+    run_item_id: int | None
+    step: str
+    item_index: int | None
+    number: int
+    kind: str
+    block: str
+    first_started_at: datetime
+    cursor: dict[str, Any] | None
+    handle: dict[str, Any] | None
+    fetched: Any
+    wait_message: str | None
+    gone_count: int
+    due_at: datetime  # when it became claimable: available_at or next_poll_at
+    params: dict[str, Any]
+    version_id: int
+    window: tuple[datetime, datetime] | None
+    namespace: str
+    pipeline: str
+    item_value: Any
+
+    @property
+    def probing(self) -> bool:
+        """True when this is a waiting attempt come due (a poke or a probe), not a first run."""
+        return self.handle is not None or self.cursor is not None or self.wait_message is not None
+
+
+async def claim(
+    conn: asyncpg.Connection, worker_id: str, *, limit: int, tags: list[str], lease: timedelta
+) -> list[Claimed]:
+    rows = await conn.fetch(CLAIM, worker_id, limit, tags, lease)
+    out: list[Claimed] = []
+    for r in rows:
+        window = (r["window_start"], r["window_end"]) if r["window_start"] is not None else None
+        due = (
+            r["next_poll_at"]
+            if r["handle"] is not None or r["cursor"] is not None
+            else r["available_at"]
+        )
+        out.append(
+            Claimed(
+                r["id"],
+                r["run_id"],
+                r["run_item_id"],
+                r["step"],
+                r["item_index"],
+                r["number"],
+                r["kind"],
+                r["block"],
+                r["first_started_at"],
+                r["cursor"],
+                r["handle"],
+                r["fetched"],
+                r["wait_message"],
+                r["gone_count"],
+                due or r["available_at"],
+                r["params"],
+                r["version_id"],
+                window,
+                r["namespace"],
+                r["pipeline"],
+                r["item_value"],
+            )
+        )
+    return out
+
+
+async def heartbeat(
+    conn: asyncpg.Connection, worker_id: str, ids: list[int], lease: timedelta
+) -> set[int]:
+    """Extend the leases this worker holds; returns the ids it still holds (others were cancelled)."""
+    if not ids:
+        return set()
+    rows = await conn.fetch(
+        """UPDATE step_attempts SET lease_expires_at = now() + $3::interval
+           WHERE id = ANY($2) AND lease_owner = $1 AND status = 'running' RETURNING id""",
+        worker_id,
+        ids,
+        lease,
+    )
+    return {r["id"] for r in rows}
+
+
+async def next_due(conn: asyncpg.Connection) -> datetime | None:
+    """When the next waiting attempt falls due (an indexed lookup): how long an idle worker may sleep.
+
+    A poll falling due sends no NOTIFY, so without this an idle worker would probe up to one
+    poll interval late. Only future due times count: one already overdue that the claim did
+    not take is held by another worker or needs another tag. Delayed retries still rely on
+    the poll interval.
+    """
+    due: datetime | None = await conn.fetchval(
+        "SELECT min(next_poll_at) FROM step_attempts WHERE status = 'waiting' AND next_poll_at > now()"
+    )
+    return due
