@@ -52,17 +52,17 @@ class RecordOutput(BaseModel):
 
 
 class RecordOperator(Operator[RecordConfig, RecordOutput]):
-    """Appends '<attempt_id> <step> <item>' to a file, optionally sleeping first."""
+    """Appends 'start|end <attempt_id> <step> <pid> <item>' to a file, optionally sleeping between."""
 
     spec: ClassVar[OperatorSpec] = OperatorSpec(id="testing.record", summary="Record an execution.")
     config_model: ClassVar[type[BaseModel]] = RecordConfig
     output_model: ClassVar[type[BaseModel]] = RecordOutput
 
     async def execute(self, config: RecordConfig, ctx: StepContext) -> RecordOutput:
-        append_line(config.path, f"start {ctx.attempt_id} {ctx.step} {json.dumps(ctx.item)}")
+        append_line(config.path, f"start {ctx.attempt_id} {ctx.step} {os.getpid()} {json.dumps(ctx.item)}")
         if config.sleep:
             await asyncio.sleep(config.sleep)
-        append_line(config.path, f"end {ctx.attempt_id} {ctx.step} {json.dumps(ctx.item)}")
+        append_line(config.path, f"end {ctx.attempt_id} {ctx.step} {os.getpid()} {json.dumps(ctx.item)}")
         ctx.log.info("recorded", attempt_id=ctx.attempt_id)
         return RecordOutput(attempt_id=ctx.attempt_id)
 
