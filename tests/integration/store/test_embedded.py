@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
@@ -77,13 +80,21 @@ def test_as_root_the_server_runs_as_a_service_user(pg_server: EmbeddedPostgres) 
     assert pwd.getpwuid(server_uid).pw_name == DEFAULT_OS_USER
 
 
+@pytest.fixture
+def outside_pytest_tree() -> Iterator[Path]:
+    """A directory `nobody` can reach: pytest's own tree is 0700 and reset by every session."""
+    path = Path(tempfile.mkdtemp(prefix="dirigent-test-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @as_root
-def test_runs_as_a_normal_user(tmp_path: Path) -> None:
+def test_runs_as_a_normal_user(outside_pytest_tree: Path) -> None:
     # The interpreter may live where an unprivileged user cannot read it (/root/.pyenv), so
     # the child imports everything as root and then drops to `nobody` before starting.
     nobody = pwd.getpwnam("nobody")
-    tmp_path.chmod(0o755)
-    home = tmp_path / "home"
+    home = outside_pytest_tree / "home"
     home.mkdir()
     os.chown(home, nobody.pw_uid, nobody.pw_gid)
     script = textwrap.dedent(

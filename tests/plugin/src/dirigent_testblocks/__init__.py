@@ -59,10 +59,14 @@ class RecordOperator(Operator[RecordConfig, RecordOutput]):
     output_model: ClassVar[type[BaseModel]] = RecordOutput
 
     async def execute(self, config: RecordConfig, ctx: StepContext) -> RecordOutput:
-        append_line(config.path, f"start {ctx.attempt_id} {ctx.step} {os.getpid()} {json.dumps(ctx.item)}")
+        append_line(
+            config.path, f"start {ctx.attempt_id} {ctx.step} {os.getpid()} {json.dumps(ctx.item)}"
+        )
         if config.sleep:
             await asyncio.sleep(config.sleep)
-        append_line(config.path, f"end {ctx.attempt_id} {ctx.step} {os.getpid()} {json.dumps(ctx.item)}")
+        append_line(
+            config.path, f"end {ctx.attempt_id} {ctx.step} {os.getpid()} {json.dumps(ctx.item)}"
+        )
         ctx.log.info("recorded", attempt_id=ctx.attempt_id)
         return RecordOutput(attempt_id=ctx.attempt_id)
 
