@@ -95,6 +95,7 @@ def start_workers(
         "DIRIGENT_DATABASE_URL": url,
         "DIRIGENT_WORKER_CONCURRENCY": str(concurrency),
         "DIRIGENT_ARTIFACT_ROOT": str(root),
+        "DIRIGENT_METRICS_PORT": "0",
         "DIRIGENT_POLL_INTERVAL": "0.5",
     }
     return [

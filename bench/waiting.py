@@ -23,11 +23,11 @@ waiting) the benchmark holds for a while and reports:
   Reported as p50/p99 of the samples, beside the per-poke lag.
 
 The demand is ``waiting / poll`` pokes per second (10,000 per second at full size with
-``poll: 1s``); each poke is two transactions (claim, park). Once that exceeds what two
-workers and the server do on this machine, lag grows with the waiting count — that is a
-throughput limit, not a memory one, and the figures show where it sets in. When the workers
-are not saturated, lag has a floor set by the workers' ``DIRIGENT_POLL_INTERVAL``: a poll
-falling due sends no NOTIFY, so an idle worker sees it on its next timed claim.
+``poll: 1s``); each poke is a claim and a park (parks are batched with other writes).
+Once that exceeds what two workers and the server do on this machine, lag grows with the
+waiting count — that is a throughput limit, not a memory one, and the figures show where it
+sets in. A poll falling due sends no NOTIFY; an idle worker sleeps until the next future
+``next_poll_at`` instead, so below saturation lag is a few milliseconds.
 
     uv run python bench/waiting.py            # 10,000 waiting, ramped by 1,000
     uv run python bench/waiting.py --quick    # 2,000 waiting, under a minute
@@ -164,6 +164,7 @@ def start_workers(
         "DIRIGENT_DATABASE_URL": url,
         "DIRIGENT_WORKER_CONCURRENCY": str(concurrency),
         "DIRIGENT_ARTIFACT_ROOT": str(root),
+        "DIRIGENT_METRICS_PORT": "0",
         "DIRIGENT_POLL_INTERVAL": str(poll_interval),
     }
     return [

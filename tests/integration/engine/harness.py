@@ -139,6 +139,7 @@ def spawn_worker(
         "DIRIGENT_ARTIFACT_ROOT": str(root),
         "DIRIGENT_WORKER_CONCURRENCY": str(concurrency),
         "DIRIGENT_POLL_INTERVAL": "0.2",
+        "DIRIGENT_METRICS_PORT": "0",
         **(extra or {}),
     }
     return subprocess.Popen(

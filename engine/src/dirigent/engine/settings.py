@@ -109,6 +109,12 @@ class EngineSettings(BaseSettings):
     heartbeat_interval: Span = dt.timedelta(seconds=10)
     stuck_run: Span = dt.timedelta(hours=1)
     sweep_interval: Seconds = Field(default=5.0, gt=0)
+    metrics_port: int | None = Field(
+        default=9464,
+        ge=0,
+        le=65535,
+        description="Port of the process's /metrics (Prometheus); 0 picks a free one.",
+    )
     retention_runs: OptionalSpan = None
     retention_logs: OptionalSpan = None
     log_format: Literal["console", "json"] = "console"

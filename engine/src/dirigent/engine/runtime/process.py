@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import signal
 
+from dirigent.engine.metrics import WorkerMetrics
 from dirigent.engine.plugins import discover
 from dirigent.engine.runtime.worker import Worker, WorkerConfig
 from dirigent.engine.settings import EngineSettings
@@ -40,8 +41,11 @@ async def run_worker(settings: EngineSettings, url: str | None = None) -> None:
     config = worker_config(settings)
     pool = await create_pool(url, max_size=config.concurrency + 4)
     try:
+        metrics = WorkerMetrics()
+        if settings.metrics_port is not None:
+            metrics.serve(settings.metrics_port)
         worker = Worker(
-            pool, asyncpg_dsn(url), discover(), FileStorage(settings.artifact_root), config
+            pool, asyncpg_dsn(url), discover(), FileStorage(settings.artifact_root), config, metrics
         )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

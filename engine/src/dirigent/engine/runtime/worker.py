@@ -15,6 +15,7 @@ import contextlib
 import datetime as dt
 import os
 import socket
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import Any
 import asyncpg
 import structlog
 
+from dirigent.engine.metrics import WorkerMetrics
 from dirigent.engine.plugins import Catalog
 from dirigent.engine.runtime.executing import Settings, execute_attempt
 from dirigent.engine.storage import FileStorage
@@ -70,8 +72,10 @@ class Worker:
         catalog: Catalog,
         storage: FileStorage,
         config: WorkerConfig,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         self.pool = pool
+        self.metrics = metrics or WorkerMetrics()
         self.dsn = dsn
         self.catalog = catalog
         self.storage = storage
@@ -152,10 +156,15 @@ class Worker:
                     claimed = await claims.claim(
                         conn, self.id, limit=free, tags=self.config.tags, lease=self.config.lease
                     )
+                now = dt.datetime.now(dt.UTC)
                 for attempt in claimed:
+                    self.metrics.claim_latency.observe(
+                        max(0.0, (now - attempt.due_at).total_seconds())
+                    )
                     task = asyncio.create_task(self._process(attempt))
                     self._tasks[attempt.id] = task
                     task.add_done_callback(self._done_callback(attempt.id))
+                self.metrics.in_flight.set(len(self._tasks))
             if claimed and len(claimed) == free:
                 continue  # there may be more: go round without waiting
             wait = self.config.poll_interval
@@ -170,6 +179,7 @@ class Worker:
     def _done_callback(self, attempt_id: int) -> Callable[[asyncio.Task[None]], None]:
         def done(_task: asyncio.Task[None]) -> None:
             self._tasks.pop(attempt_id, None)
+            self.metrics.in_flight.set(len(self._tasks))
             self._wake.set()  # a slot freed
 
         return done
@@ -178,6 +188,7 @@ class Worker:
         structlog.contextvars.bind_contextvars(
             run_id=attempt.run_id, step=attempt.step, attempt=attempt.number
         )
+        started = time.monotonic()
         try:
             pipeline = self.versions.peek(attempt.version_id)
             if pipeline is None:
@@ -195,6 +206,9 @@ class Worker:
             )
             await self._settle(result)
             self.executed += 1
+            outcome = result.status if isinstance(result, Outcome) else "parked"
+            self.metrics.attempts.labels(attempt.block, outcome).inc()
+            self.metrics.attempt_duration.labels(attempt.block).observe(time.monotonic() - started)
         except asyncio.CancelledError:
             log.info("attempt.abandoned", attempt_id=attempt.id)
             raise
@@ -228,16 +242,12 @@ class Worker:
                 conn: asyncpg.Connection,
                 outcomes: list[Outcome] = outcomes,
                 parkings: list[Parking] = parkings,
-            ) -> tuple[set[int], set[int]]:
+            ) -> tuple[set[int], list[outcome_store.Settled]]:
                 parked = await outcome_store.park_many(conn, self.id, parkings)
-                settled = await outcome_store.settle_many(conn, outcomes, self.versions)
-                kept = {
-                    o.attempt.id for o, s in zip(outcomes, settled, strict=True) if not s.discarded
-                }
-                return parked, kept
+                return parked, await outcome_store.settle_many(conn, outcomes, self.versions)
 
             try:
-                parked, kept = await in_transaction(self.pool, record)
+                parked, settled_all = await in_transaction(self.pool, record)
             except Exception as err:
                 # Leave the leases to expire: the sweeper recovers what was not recorded.
                 log.exception("attempt.write_failed", attempts=[o.attempt.id for o, _ in batch])
@@ -245,6 +255,16 @@ class Worker:
                     if not done.done():
                         done.set_exception(err)
                 continue
+            finished = {
+                (o.attempt.run_id, o.attempt.namespace, o.attempt.pipeline, s.run_status)
+                for o, s in zip(outcomes, settled_all, strict=True)
+                if s.run_status is not None
+            }
+            for _, namespace, pipeline, state in finished:
+                self.metrics.runs_finished.labels(namespace, pipeline, state).inc()
+            kept = {
+                o.attempt.id for o, s in zip(outcomes, settled_all, strict=True) if not s.discarded
+            }
             for item, done in batch:
                 if item.attempt.id not in parked | kept:
                     log.info(
@@ -288,6 +308,11 @@ class Worker:
             recovered = await workers_store.recover_expired(conn)
             gone = await workers_store.mark_gone(conn, self.config.lease * 3)
             stuck = await workers_store.detect_stuck(conn, self.config.stuck_run)
+            queued, waiting = await claims.levels(conn)
+        self.metrics.lease_recoveries.inc(len(recovered))
+        self.metrics.queue_depth.set(queued)
+        self.metrics.waiting.set(waiting)
+        async with self._conn() as conn:
             pipeline_ids = await workers_store.stalled_queued_pipelines(conn)
         started: list[int] = []
         for pid in pipeline_ids:

@@ -148,3 +148,12 @@ async def next_due(conn: asyncpg.Connection) -> datetime | None:
         "SELECT min(next_poll_at) FROM step_attempts WHERE status = 'waiting' AND next_poll_at > now()"
     )
     return due
+
+
+async def levels(conn: asyncpg.Connection) -> tuple[int, int]:
+    """(queued and due now, waiting): the two levels an operator watches; for the sweeper only."""
+    row = await conn.fetchrow(
+        """SELECT (SELECT count(*) FROM step_attempts WHERE status = 'queued' AND available_at <= now()),
+                  (SELECT count(*) FROM step_attempts WHERE status = 'waiting')"""
+    )
+    return int(row[0]), int(row[1])

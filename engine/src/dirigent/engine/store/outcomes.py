@@ -385,11 +385,13 @@ async def settle_many(
     for run_id in sorted({run_id for run_id, _ in terminal}):
         pipeline = await versions.get(conn, locked[run_id]["version_id"])
         advanced = await advance_run(conn, run_id, pipeline)
-        if advanced.run_status is not None and pipeline.spec.concurrency is ConcurrencyPolicy.QUEUE:
+        if advanced.run_status is None:
+            continue
+        if pipeline.spec.concurrency is ConcurrencyPolicy.QUEUE:
             await start_queued_run(conn, locked[run_id]["pipeline_id"], versions)
-            for o in live:
-                if o.attempt.run_id == run_id:
-                    results[o.attempt.id] = Settled(run_status=advanced.run_status)
+        for o in live:
+            if o.attempt.run_id == run_id:
+                results[o.attempt.id] = Settled(run_status=advanced.run_status)
     if notify:
         await notify_work(conn)
     return [results[o.attempt.id] for o in outcomes]
