@@ -8,13 +8,14 @@ proven rather than assumed.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import uuid
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from dirigent.sdk import (
     BlockFailure,
@@ -201,6 +202,35 @@ class FlakyOperator(Operator[FlakyConfig, FlakyConfig]):
         return config
 
 
+class UsesConfig(_Config):
+    connection: str
+
+
+class UsesOutput(BaseModel):
+    url: str
+    token_sha256: str
+
+
+class Credentials(BaseModel):
+    url: str
+    token: SecretStr
+
+
+class UsesConnectionOperator(Operator[UsesConfig, UsesOutput]):
+    """Opens its connection through the context; outputs only a digest of the secret."""
+
+    spec: ClassVar[OperatorSpec] = OperatorSpec(
+        id="testing.uses_connection", summary="Open a connection."
+    )
+    config_model: ClassVar[type[BaseModel]] = UsesConfig
+    output_model: ClassVar[type[BaseModel]] = UsesOutput
+
+    async def execute(self, config: UsesConfig, ctx: StepContext) -> UsesOutput:
+        creds = ctx.connection(config.connection, Credentials)
+        digest = hashlib.sha256(creds.token.get_secret_value().encode()).hexdigest()
+        return UsesOutput(url=creds.url, token_sha256=digest)
+
+
 class TestingPlugin:
     def contribute(self) -> Contribution:
         return Contribution(
@@ -210,6 +240,7 @@ class TestingPlugin:
                 UnsafeOperator(),
                 RemoteOperator(),
                 FlakyOperator(),
+                UsesConnectionOperator(),
             ]
         )
 

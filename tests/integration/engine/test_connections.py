@@ -1,0 +1,93 @@
+"""Connections: secrets sealed at rest, opened on the worker path for the step that names one."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+
+import pytest
+
+from dirigent.engine.applying import apply_manifest
+from dirigent.engine.manifests.loading import parse_manifest, read_text
+from dirigent.engine.problems import ProblemsError
+from dirigent.engine.store.crypto import SecretSealer
+from dirigent.engine.store.pool import in_transaction
+from tests.integration.engine.harness import Harness
+
+CONNECTION = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Connection
+metadata: {name: api}
+spec:
+  type: http
+  settings: {url: "https://api.example.test"}
+  secrets:
+    token: {name: api-credentials, key: token}
+"""
+PIPELINE = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: uses}
+spec:
+  steps:
+    call: {block: testing.uses_connection, config: {connection: api}}
+"""
+
+
+async def apply_connection(h: Harness, sealer: SecretSealer | None, values: dict[str, str]) -> None:
+    docs, _ = read_text(CONNECTION)
+    manifest, problems = parse_manifest(docs[0].data)
+    assert manifest is not None, problems
+    await in_transaction(
+        h.pool,
+        lambda c: apply_manifest(
+            c, manifest, namespace="default", catalog=h.catalog, sealer=sealer, secret_values=values
+        ),
+    )
+
+
+async def test_a_step_opens_its_connection_and_the_secret_is_sealed_at_rest(h: Harness) -> None:
+    sealer = SecretSealer(os.urandom(32))
+    await apply_connection(h, sealer, {"token": "s3cr3t"})
+    stored = await h.fetchval("SELECT secrets->>'token' FROM connections WHERE name = 'api'")
+    assert "s3cr3t" not in stored and b"s3cr3t" not in base64.b64decode(stored)
+    await h.apply(PIPELINE)
+    run = await h.run("uses")
+    async with h.workers(1, sealer=sealer):
+        assert await h.until_settled(run.run_id) == "succeeded"
+    [call] = await h.attempts(run.run_id)
+    assert call["output"] == {
+        "url": "https://api.example.test",
+        "token_sha256": hashlib.sha256(b"s3cr3t").hexdigest(),
+    }
+
+
+async def test_a_worker_without_the_key_refuses_the_step(h: Harness) -> None:
+    await apply_connection(h, SecretSealer(os.urandom(32)), {"token": "s3cr3t"})
+    await h.apply(PIPELINE)
+    run = await h.run("uses")
+    async with h.workers(1, sealer=SecretSealer(os.urandom(32))):  # a different key
+        assert await h.until_settled(run.run_id) == "failed"
+    [call] = await h.attempts(run.run_id)
+    assert (call["error_class"], call["error_code"]) == ("rejected", "engine.connection.unopenable")
+
+
+async def test_a_pipeline_naming_a_missing_connection_is_refused_at_apply(h: Harness) -> None:
+    with pytest.raises(ProblemsError) as refused:
+        await h.apply(PIPELINE)
+    assert [(p.code, p.location) for p in refused.value.problems] == [
+        ("pipeline.connection.unknown", "spec.steps.call.config.connection")
+    ]
+
+
+async def test_an_unchanged_connection_writes_nothing_and_a_changed_secret_resyncs(
+    h: Harness,
+) -> None:
+    sealer = SecretSealer(os.urandom(32))
+    await apply_connection(h, sealer, {"token": "one"})
+    first = await h.fetchval("SELECT xmin::text FROM connections WHERE name = 'api'")
+    await apply_connection(h, sealer, {"token": "one"})
+    assert await h.fetchval("SELECT xmin::text FROM connections WHERE name = 'api'") == first
+    await apply_connection(h, sealer, {"token": "two"})
+    assert await h.fetchval("SELECT xmin::text FROM connections WHERE name = 'api'") != first
