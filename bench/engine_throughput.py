@@ -21,21 +21,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
-import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import asyncpg
+from workers import apply, start_workers, stop_workers, wait_registered
 
-from dirigent.engine.applying import apply_manifest
-from dirigent.engine.manifests.loading import parse_manifest, read_text
-from dirigent.engine.plugins import discover
 from dirigent.engine.store import runs
 from dirigent.engine.store.database import create_database, upgrade_async
 from dirigent.engine.store.embedded import EmbeddedPostgres, binaries_dir
@@ -75,53 +70,6 @@ spec:
   steps:
 {steps}
 """
-
-
-async def apply(pool: asyncpg.Pool, text: str) -> None:
-    docs, _ = read_text(text)
-    manifest, problems = parse_manifest(docs[0].data)
-    assert manifest is not None, problems
-    catalog = discover()
-    await in_transaction(
-        pool, lambda c: apply_manifest(c, manifest, namespace="default", catalog=catalog)
-    )
-
-
-def start_workers(
-    url: str, count: int, concurrency: int, root: Path
-) -> list[subprocess.Popen[bytes]]:
-    env = {
-        **os.environ,
-        "DIRIGENT_DATABASE_URL": url,
-        "DIRIGENT_WORKER_CONCURRENCY": str(concurrency),
-        "DIRIGENT_ARTIFACT_ROOT": str(root),
-        "DIRIGENT_METRICS_PORT": "0",
-        "DIRIGENT_POLL_INTERVAL": "0.5",
-    }
-    return [
-        subprocess.Popen(
-            [sys.executable, "-m", "dirigent.cli", "worker"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for _ in range(count)
-    ]
-
-
-def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        p.send_signal(signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-
-
-async def wait_registered(pool: asyncpg.Pool, count: int) -> None:
-    while await pool.fetchval("SELECT count(*) FROM workers WHERE status = 'active'") < count:
-        await asyncio.sleep(0.1)
 
 
 async def settle(pool: asyncpg.Pool, run_ids: list[int]) -> None:

@@ -41,11 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -53,10 +49,8 @@ from datetime import datetime
 from pathlib import Path
 
 import asyncpg
+from workers import apply, start_workers, stop_workers
 
-from dirigent.engine.applying import apply_manifest
-from dirigent.engine.manifests.loading import parse_manifest, read_text
-from dirigent.engine.plugins import discover
 from dirigent.engine.store import runs
 from dirigent.engine.store.database import create_database, upgrade_async
 from dirigent.engine.store.embedded import EmbeddedPostgres
@@ -156,48 +150,6 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for {pid}")
 
 
-def start_workers(
-    url: str, count: int, concurrency: int, poll_interval: float, root: Path
-) -> list[subprocess.Popen[bytes]]:
-    env = {
-        **os.environ,
-        "DIRIGENT_DATABASE_URL": url,
-        "DIRIGENT_WORKER_CONCURRENCY": str(concurrency),
-        "DIRIGENT_ARTIFACT_ROOT": str(root),
-        "DIRIGENT_METRICS_PORT": "0",
-        "DIRIGENT_POLL_INTERVAL": str(poll_interval),
-    }
-    return [
-        subprocess.Popen(
-            [sys.executable, "-m", "dirigent.cli", "worker"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for _ in range(count)
-    ]
-
-
-def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        p.send_signal(signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-
-
-async def apply(pool: asyncpg.Pool, text: str) -> None:
-    docs, _ = read_text(text)
-    manifest, problems = parse_manifest(docs[0].data)
-    assert manifest is not None, problems
-    catalog = discover()
-    await in_transaction(
-        pool, lambda c: apply_manifest(c, manifest, namespace="default", catalog=catalog)
-    )
-
-
 async def poked(pool: asyncpg.Pool) -> int:
     """Attempts that have been poked at least once and are still waiting (or being poked)."""
     count: int = await pool.fetchval(
@@ -218,7 +170,9 @@ async def main(args: argparse.Namespace) -> None:
         await upgrade_async(url)
         pool = await create_pool(url, max_size=4)
         await apply(pool, PIPELINE.format(poll=args.poll))
-        procs = start_workers(url, 2, args.concurrency, args.worker_poll, base / "art")
+        procs = start_workers(
+            url, 2, args.concurrency, base / "art", poll_interval=args.worker_poll
+        )
         try:
             while await pool.fetchval("SELECT count(*) FROM workers WHERE status = 'active'") < 2:
                 await asyncio.sleep(0.1)
