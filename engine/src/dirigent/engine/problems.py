@@ -66,6 +66,13 @@ class ProblemsError(DirigentError):
         super().__init__(self.summary)
 
 
+class EngineUnavailable(DirigentError):
+    """The database cannot be used at all: unreachable, or at another schema revision.
+
+    Its message is one line saying what to do; a process prints it and exits non-zero.
+    """
+
+
 def location(*parts: str | int) -> str:
     """Join path parts into the dotted/indexed form: ("spec","dependsOn",0) -> spec.dependsOn[0]."""
     out = ""

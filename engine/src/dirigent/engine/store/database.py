@@ -19,7 +19,10 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from dirigent.engine.problems import EngineUnavailable
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -118,6 +121,21 @@ async def current_revision(url: str) -> str | None:
             return await connection.run_sync(_current)
     finally:
         await engine.dispose()
+
+
+async def require_head(url: str) -> None:
+    """Refuse a database that is unreachable or not at this release's schema, in one line."""
+    try:
+        found = await current_revision(url)
+    except (OSError, SQLAlchemyError) as err:
+        reason = str(getattr(err, "orig", None) or err).splitlines()[0]
+        raise EngineUnavailable(f"cannot connect to the database: {reason}") from None
+    expected = head_revision()
+    if found != expected:
+        raise EngineUnavailable(
+            f"the database schema is at {found or 'nothing (an empty database)'}, this release "
+            f"needs {expected}: run `dirigent migrate`"
+        )
 
 
 async def upgrade_async(url: str, revision: str = "head") -> MigrationResult:

@@ -10,11 +10,15 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import asyncpg
 
+from dirigent.engine.problems import EngineUnavailable
+
 T = TypeVar("T")
+# What store functions take; callers above the store name the type, never use it.
+Connection: TypeAlias = asyncpg.Connection
 
 
 def asyncpg_dsn(url: str) -> str:
@@ -68,3 +72,42 @@ async def in_transaction(
                 raise
             await asyncio.sleep(0.01 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+class Database:
+    """One process's connection budget: a pool for transactions and reads, one listener.
+
+    The pool serves short transactions; LISTEN needs a connection of its own that is never
+    returned to a pool (and, behind PgBouncer in transaction mode, a direct one).
+    """
+
+    def __init__(self, url: str, pool: asyncpg.Pool) -> None:
+        self.url = url
+        self.pool = pool
+        self._listener: asyncpg.Connection | None = None
+
+    @classmethod
+    async def connect(cls, url: str, *, max_size: int) -> Database:
+        try:
+            pool = await create_pool(url, max_size=max_size)
+        except (OSError, asyncpg.PostgresError) as err:
+            raise EngineUnavailable(f"cannot connect to the database: {err}") from None
+        return cls(url, pool)
+
+    async def transaction(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        return await in_transaction(self.pool, fn)
+
+    async def read(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        async with self.pool.acquire() as conn:
+            return await fn(conn)
+
+    async def listen(self, channel: str, callback: Callable[[], None]) -> None:
+        """Call ``callback`` on every NOTIFY on ``channel`` (one shared listener connection)."""
+        if self._listener is None:
+            self._listener = await asyncpg.connect(asyncpg_dsn(self.url))
+        await self._listener.add_listener(channel, lambda *_: callback())
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            await self._listener.close()
+        await self.pool.close()

@@ -1,7 +1,8 @@
-"""Read models: what a watcher, the CLI or (later) the API reads about a run.
+"""Reads: the queries behind the engine's views (``dirigent.engine.views``).
 
 Reads stay small whatever the fan-out size: step states come from ``run_steps`` (one row per
-step), never from folding every attempt.
+step) and item and attempt counts from one grouped count each, never from folding every
+attempt in Python. Lists are keyset pages: the caller passes the last key it saw.
 """
 
 from __future__ import annotations
@@ -12,90 +13,16 @@ from typing import Any
 
 import asyncpg
 
-
-@dataclass(frozen=True)
-class StepView:
-    step: str
-    status: str
-    items: int | None
-    items_succeeded: int
-    items_failed: int
-    started_at: datetime | None
-    finished_at: datetime | None
-
-
-@dataclass(frozen=True)
-class RunView:
-    id: int
-    pipeline: str
-    status: str
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    failed_step: str | None
-    error_message: str | None
-    steps: list[StepView]
-
-
-@dataclass(frozen=True)
-class LogView:
-    id: int
-    step: str | None
-    level: str
-    message: str
-    fields: dict[str, Any]
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class FailureView:
-    step: str
-    block: str
-    number: int
-    item_index: int | None
-    error_class: str | None
-    error_code: str | None
-    error_message: str | None
-
-
-async def run_view(conn: asyncpg.Connection, run_id: int) -> RunView | None:
-    run = await conn.fetchrow(
-        """SELECT r.id, p.name, r.status, r.created_at, r.started_at, r.finished_at, r.failed_step,
-                  r.error_message
-           FROM runs r JOIN pipelines p ON p.id = r.pipeline_id WHERE r.id = $1""",
-        run_id,
-    )
-    if run is None:
-        return None
-    steps = await conn.fetch(
-        """SELECT step, status, items, items_succeeded, items_failed, started_at, finished_at
-           FROM run_steps WHERE run_id = $1 ORDER BY started_at NULLS LAST, step""",
-        run_id,
-    )
-    return RunView(
-        run["id"],
-        run["name"],
-        run["status"],
-        run["created_at"],
-        run["started_at"],
-        run["finished_at"],
-        run["failed_step"],
-        run["error_message"],
-        [StepView(*s) for s in steps],
-    )
-
-
-async def logs_after(
-    conn: asyncpg.Connection, run_id: int, after: int = 0, limit: int = 500
-) -> list[LogView]:
-    rows = await conn.fetch(
-        """SELECT id, step, level, message, fields, created_at FROM log_entries
-           WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3""",
-        run_id,
-        after,
-        limit,
-    )
-    return [LogView(*r) for r in rows]
+from dirigent.engine.views import (
+    AttemptView,
+    FailureView,
+    ItemView,
+    LogView,
+    PipelineSummary,
+    RunDetail,
+    RunSummary,
+    StepDetail,
+)
 
 
 async def failures(conn: asyncpg.Connection, run_id: int) -> list[FailureView]:
@@ -107,4 +34,204 @@ async def failures(conn: asyncpg.Connection, run_id: int) -> list[FailureView]:
            ORDER BY step, item_index, number DESC""",
         run_id,
     )
-    return [FailureView(*r) for r in rows]
+    return [FailureView.model_validate(dict(r)) for r in rows]
+
+
+# --- Views for the engine's door (``dirigent.engine.Engine``): built by column name. ---
+
+_LAST_RUN = """
+    LEFT JOIN LATERAL (
+        SELECT r.id, r.status, r.created_at, r.started_at, r.finished_at, r.failed_step,
+               r.error_message
+        FROM runs r WHERE r.pipeline_id = p.id ORDER BY r.id DESC LIMIT 1
+    ) last ON true
+"""
+
+
+async def pipeline_summaries(
+    conn: asyncpg.Connection, namespace: str, *, after: str | None, limit: int
+) -> list[PipelineSummary]:
+    """Pipelines by name after ``after``, each with its runs in flight and its newest run."""
+    rows = await conn.fetch(
+        f"""SELECT p.namespace, p.name, p.active, p.updated_at, v.number AS version, v.digest,
+                   v.document #>> '{{spec,title}}' AS title,
+                   (SELECT count(*) FROM runs f WHERE f.pipeline_id = p.id
+                      AND f.status IN ('queued', 'running')) AS runs_in_flight,
+                   to_jsonb(last) AS last_run
+            FROM pipelines p LEFT JOIN pipeline_versions v ON v.id = p.current_version_id
+            {_LAST_RUN}
+            WHERE p.namespace = $1 AND ($2::text IS NULL OR p.name > $2)
+            ORDER BY p.name LIMIT $3""",
+        namespace,
+        after,
+        limit,
+    )
+    return [_summary(r) for r in rows]
+
+
+def _summary(row: asyncpg.Record) -> PipelineSummary:
+    data = dict(row)
+    last = data.pop("last_run")
+    return PipelineSummary.model_validate(
+        {**data, "last_run": last if last and last.get("id") is not None else None}
+    )
+
+
+_RUN_COLUMNS = """r.id, r.namespace, p.name AS pipeline, v.number AS version, r.status,
+    r.triggered_by_kind, r.triggered_by_ref, r.created_at, r.started_at, r.finished_at,
+    r.failed_step, r.error_message, r.window_start, r.window_end"""
+_RUN_FROM = """FROM runs r JOIN pipelines p ON p.id = r.pipeline_id
+    JOIN pipeline_versions v ON v.id = r.version_id"""
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    pipeline: str | None = None
+    status: str | None = None
+    triggered_by_kind: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+
+async def run_summaries(
+    conn: asyncpg.Connection,
+    namespace: str,
+    where: RunFilter,
+    *,
+    before_id: int | None,
+    limit: int,
+) -> list[RunSummary]:
+    """Runs newest first, keyset on id."""
+    rows = await conn.fetch(
+        f"""SELECT {_RUN_COLUMNS} {_RUN_FROM}
+            WHERE r.namespace = $1 AND ($2::text IS NULL OR p.name = $2)
+              AND ($3::text IS NULL OR r.status = $3)
+              AND ($4::text IS NULL OR r.triggered_by_kind = $4)
+              AND ($5::timestamptz IS NULL OR r.created_at >= $5)
+              AND ($6::timestamptz IS NULL OR r.created_at < $6)
+              AND ($7::bigint IS NULL OR r.id < $7)
+            ORDER BY r.id DESC LIMIT $8""",
+        namespace,
+        where.pipeline,
+        where.status,
+        where.triggered_by_kind,
+        where.created_after,
+        where.created_before,
+        before_id,
+        limit,
+    )
+    return [RunSummary.model_validate(dict(r)) for r in rows]
+
+
+async def run_detail(conn: asyncpg.Connection, namespace: str, run_id: int) -> RunDetail | None:
+    """The run and its DAG: one row per step from run_steps, attempts and items grouped."""
+    run = await conn.fetchrow(
+        f"""SELECT {_RUN_COLUMNS}, r.params, r.parent_run_id, v.document -> 'spec' -> 'steps' AS spec
+            {_RUN_FROM} WHERE r.namespace = $1 AND r.id = $2""",
+        namespace,
+        run_id,
+    )
+    if run is None:
+        return None
+    steps = await conn.fetch(
+        """SELECT step, status, items, with_errors, started_at, finished_at FROM run_steps
+           WHERE run_id = $1""",
+        run_id,
+    )
+    attempts = await conn.fetch(
+        "SELECT step, count(*) AS n FROM step_attempts WHERE run_id = $1 GROUP BY step", run_id
+    )
+    items = await conn.fetch(
+        """SELECT step, status, count(*) AS n FROM run_items WHERE run_id = $1
+           GROUP BY step, status""",
+        run_id,
+    )
+    data = dict(run)
+    spec: dict[str, Any] = data.pop("spec") or {}
+    by_step = _fold_items(items)
+    counts = {r["step"]: r["n"] for r in attempts}
+    details = [_step_detail(dict(s), spec, counts, by_step) for s in steps]
+    order = list(spec)
+    details.sort(key=lambda d: order.index(d.step) if d.step in order else len(order))
+    return RunDetail.model_validate({**data, "steps": details})
+
+
+def _fold_items(rows: list[asyncpg.Record]) -> dict[str, dict[str, int]]:
+    folded: dict[str, dict[str, int]] = {}
+    for r in rows:
+        folded.setdefault(r["step"], {})[r["status"]] = r["n"]
+    return folded
+
+
+def _step_detail(
+    row: dict[str, Any],
+    spec: dict[str, Any],
+    attempts: dict[str, int],
+    items: dict[str, dict[str, int]],
+) -> StepDetail:
+    step_spec = spec.get(row["step"], {})
+    started, finished = row["started_at"], row["finished_at"]
+    return StepDetail.model_validate(
+        {
+            **row,
+            "block": step_spec.get("block", ""),
+            "depends_on": step_spec.get("dependsOn", []),
+            "skip_reason": row.get("skip_reason"),
+            "items_by_status": items.get(row["step"], {}),
+            "attempts": attempts.get(row["step"], 0),
+            "duration_seconds": (finished - started).total_seconds()
+            if started and finished
+            else None,
+        }
+    )
+
+
+async def items_page(
+    conn: asyncpg.Connection, run_id: int, step: str, *, after: int | None, limit: int
+) -> list[ItemView]:
+    rows = await conn.fetch(
+        """SELECT id, step, index, status, value, error_message, created_at, finished_at
+           FROM run_items WHERE run_id = $1 AND step = $2 AND ($3::int IS NULL OR index > $3)
+           ORDER BY index LIMIT $4""",
+        run_id,
+        step,
+        after,
+        limit,
+    )
+    return [ItemView.model_validate(dict(r)) for r in rows]
+
+
+async def attempts_page(
+    conn: asyncpg.Connection, run_id: int, step: str | None, *, after: int | None, limit: int
+) -> list[AttemptView]:
+    rows = await conn.fetch(
+        """SELECT id, step, item_index, number, kind, status, block, created_at, started_at,
+                  finished_at, wait_message, wait_progress, error_class, error_code,
+                  error_message, output
+           FROM step_attempts WHERE run_id = $1 AND ($2::text IS NULL OR step = $2)
+             AND ($3::bigint IS NULL OR id > $3)
+           ORDER BY id LIMIT $4""",
+        run_id,
+        step,
+        after,
+        limit,
+    )
+    return [AttemptView.model_validate(dict(r)) for r in rows]
+
+
+async def logs_page(
+    conn: asyncpg.Connection, run_id: int, *, after: int | None, limit: int
+) -> list[LogView]:
+    rows = await conn.fetch(
+        """SELECT id, attempt_id, step, level, message, fields, created_at FROM log_entries
+           WHERE run_id = $1 AND ($2::bigint IS NULL OR id > $2) ORDER BY id LIMIT $3""",
+        run_id,
+        after,
+        limit,
+    )
+    return [LogView.model_validate(dict(r)) for r in rows]
+
+
+async def run_namespace(conn: asyncpg.Connection, run_id: int) -> str | None:
+    found: str | None = await conn.fetchval("SELECT namespace FROM runs WHERE id = $1", run_id)
+    return found

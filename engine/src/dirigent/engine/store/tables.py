@@ -35,6 +35,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP
+from sqlalchemy.types import UserDefinedType
 
 # Deterministic constraint names: migrations can drop or alter them by name later, and
 # autogenerate comparisons do not depend on server-chosen names.
@@ -426,4 +427,39 @@ run_steps = Table(
     _ts("started_at"),
     _ts("finished_at"),
     UniqueConstraint("run_id", "step"),
+)
+
+
+class Xid8(UserDefinedType[int]):
+    """PostgreSQL's 64-bit transaction id: orders events by the transaction that wrote them."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return "XID8"
+
+
+EVENT_ENTITY: Final = ("run", "step", "attempt")
+
+# Transitions of runs, steps and attempts, written by statement-level triggers in the same
+# transaction as the change (migration 0004), so a transition and its event commit together.
+# Readers page by (xid, id) and only below the oldest transaction still open
+# (pg_snapshot_xmin): a cursor never skips an event that commits late.
+engine_events = Table(
+    "engine_events",
+    metadata,
+    _id(),
+    Column("xid", Xid8, nullable=False, server_default=text("pg_current_xact_id()")),
+    _ts("at", nullable=False, now=True),
+    Column("namespace", Text, nullable=False),
+    Column("run_id", BigInteger, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    *_enum("entity", EVENT_ENTITY),
+    Column("entity_id", BigInteger, nullable=False),
+    Column("step", Text, nullable=True),
+    Column("item_index", Integer, nullable=True),
+    Column("number", Integer, nullable=True),
+    Column("status", String(32), nullable=False),
+    Column("previous", String(32), nullable=True),
+    Index("ix_engine_events_xid_id", "xid", "id"),
+    Index("ix_engine_events_run_id_xid_id", "run_id", "xid", "id"),
 )

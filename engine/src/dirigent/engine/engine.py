@@ -1,0 +1,408 @@
+"""The engine's one door: every process reaches the engine through ``Engine``.
+
+The operator, the REST API, the scheduler, ``dirigent dev``, ``dirigent run --local``, the
+benches and the tests all hold an ``Engine`` and call its verbs — apply and delete a
+manifest, start, cancel and retry runs, read views, subscribe to transitions, run a worker.
+It owns the pool, the catalog, the version cache, the secret sealer, the artifact storage
+and every transaction; a caller never sees a connection. Built once per process from
+``EngineSettings`` (``Engine.open``), so two engines in one process never share state.
+
+Errors a person can act on are ``ProblemsError`` (a list of located problems with dotted
+codes); ``EngineUnavailable`` means the database cannot be used at all (unreachable, or not
+migrated), with one line saying what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import structlog
+
+from dirigent.engine.applying import Applied, apply_manifest
+from dirigent.engine.manifests.loading import Manifest
+from dirigent.engine.plugins import Catalog, discover
+from dirigent.engine.problems import EngineUnavailable, ProblemsError, problem
+from dirigent.engine.runtime import cancelling
+from dirigent.engine.runtime.process import worker_config
+from dirigent.engine.runtime.worker import Worker
+from dirigent.engine.settings import EngineSettings
+from dirigent.engine.storage import FileStorage
+from dirigent.engine.store import connections as connections_store
+from dirigent.engine.store import definitions, events, reads, retrying, runs
+from dirigent.engine.store.crypto import SecretSealer
+from dirigent.engine.store.database import require_head
+from dirigent.engine.store.definitions import PipelineRecord
+from dirigent.engine.store.pool import Connection, Database, asyncpg_dsn
+from dirigent.engine.store.reads import RunFilter
+from dirigent.engine.store.retrying import ManualRetry
+from dirigent.engine.store.runs import RunCreated, RunRequest
+from dirigent.engine.store.versions import VersionCache
+from dirigent.engine.views import (
+    AttemptView,
+    EngineEvent,
+    FailureView,
+    ItemView,
+    LogView,
+    Page,
+    PipelineSummary,
+    RunDetail,
+    RunSummary,
+    decode_cursor,
+    encode_cursor,
+)
+
+__all__ = [
+    "Applied",
+    "Deleted",
+    "Engine",
+    "EngineUnavailable",
+    "ManualRetry",
+    "RunCreated",
+    "RunFilter",
+    "RunRequest",
+]
+
+log = structlog.get_logger("dirigent.engine")
+T = TypeVar("T")
+DeletionPolicy = Literal["Retain", "Delete"]
+MAX_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class Deleted:
+    kind: str
+    name: str
+    found: bool
+    history_deleted: bool = False
+    runs_cancelled: int = 0
+
+
+class _Rollback(Exception):
+    """Raised inside a dry-run transaction so that nothing it wrote is kept."""
+
+    def __init__(self, result: Applied) -> None:
+        self.result = result
+
+
+class Engine:
+    """One per process. Build with ``async with Engine.open(settings) as engine``."""
+
+    def __init__(
+        self,
+        settings: EngineSettings,
+        database: Database,
+        catalog: Catalog,
+    ) -> None:
+        self.settings = settings
+        self.url = database.url
+        self.catalog = catalog
+        self.storage = FileStorage(settings.artifact_root)
+        self.sealer = (
+            SecretSealer.from_settings(settings) if settings.secret_key is not None else None
+        )
+        self.enabled_unsafe = frozenset(settings.enabled_unsafe_blocks)
+        self._db = database
+        self._versions = VersionCache()
+        self._events = _Broadcast()
+        self._listening = False
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(
+        cls,
+        settings: EngineSettings,
+        *,
+        url: str | None = None,
+        catalog: Catalog | None = None,
+        pool_size: int | None = None,
+    ) -> AsyncIterator[Engine]:
+        """Connect, check the schema is current, and close everything on the way out."""
+        url = url or settings.require_database_url()
+        await require_head(url)
+        database = await Database.connect(
+            url, max_size=pool_size or settings.worker_concurrency + 4
+        )
+        try:
+            yield cls(settings, database, catalog or discover())
+        finally:
+            await database.close()
+
+    async def _tx(self, fn: Callable[[Connection], Awaitable[T]]) -> T:
+        return await self._db.transaction(fn)
+
+    async def _read(self, fn: Callable[[Connection], Awaitable[T]]) -> T:
+        return await self._db.read(fn)
+
+    # --- manifests -------------------------------------------------------------------
+
+    async def apply(
+        self,
+        manifest: Manifest,
+        namespace: str,
+        *,
+        secret_values: Mapping[str, str] | None = None,
+        provenance: dict[str, Any] | None = None,
+        owner_uid: str | None = None,
+        dry_run: bool = False,
+    ) -> Applied:
+        """Validate and store one manifest; raises ProblemsError with every problem at once.
+
+        ``dry_run`` does the same work in a transaction that is rolled back: the answer says
+        what would happen (created, updated, unchanged) and the digest it would have.
+        """
+
+        async def write(conn: asyncpg.Connection) -> Applied:
+            result = await apply_manifest(
+                conn,
+                manifest,
+                namespace=namespace,
+                catalog=self.catalog,
+                sealer=self.sealer,
+                secret_values=secret_values,
+                enabled_unsafe=self.enabled_unsafe,
+                provenance=provenance,
+                owner_uid=owner_uid,
+            )
+            if dry_run:
+                raise _Rollback(result)
+            return result
+
+        try:
+            return await self._tx(write)
+        except _Rollback as planned:
+            return planned.result
+
+    async def delete(
+        self, kind: str, namespace: str, name: str, policy: DeletionPolicy = "Retain"
+    ) -> Deleted:
+        """Retain deactivates and keeps history; Delete cancels runs in flight, then deletes."""
+        if kind == "Connection":
+            found = await self._tx(lambda c: connections_store.delete_connection(c, namespace, name))
+            return Deleted(kind, name, found)
+        if kind != "Pipeline":
+            raise ProblemsError(
+                [problem("delete.kind.unsupported", f"{kind} is not stored by this engine", "kind")]
+            )
+        if policy == "Retain":
+            found = await self._tx(lambda c: definitions.set_active(c, namespace, name, False))
+            return Deleted(kind, name, found)
+        cancelled = 0
+        for run in await self._in_flight(namespace, name):
+            await self.cancel_run(namespace, run, reason=f"pipeline {name} deleted")
+            cancelled += 1
+        found = await self._tx(lambda c: definitions.delete_pipeline(c, namespace, name))
+        return Deleted(kind, name, found, history_deleted=found, runs_cancelled=cancelled)
+
+    async def _in_flight(self, namespace: str, pipeline: str) -> list[int]:
+        ids: list[int] = []
+        for status in runs.IN_FLIGHT:
+            page = await self._read(
+                lambda c, s=status: reads.run_summaries(
+                    c, namespace, RunFilter(pipeline, s), before_id=None, limit=MAX_PAGE
+                )
+            )
+            ids += [r.id for r in page]
+        return ids
+
+    # --- runs ------------------------------------------------------------------------
+
+    async def start_run(self, request: RunRequest) -> RunCreated:
+        """Create a run of the pipeline's current version (params checked, grid drawn)."""
+        return await self._tx(
+            lambda c: runs.create_run(
+                c,
+                request,
+                versions=self._versions,
+                catalog=self.catalog,
+                enabled_unsafe=self.enabled_unsafe,
+            )
+        )
+
+    async def cancel_run(self, namespace: str, run_id: int, *, reason: str) -> int:
+        """Cancel in one transaction, then tell remote work; returns how many remotes were told."""
+        await self._require_run(namespace, run_id)
+        return await cancelling.cancel_run(
+            self._db.pool,
+            run_id,
+            reason=reason,
+            catalog=self.catalog,
+            storage=self.storage,
+            versions=self._versions,
+        )
+
+    async def retry(
+        self, namespace: str, run_id: int, step: str, *, idempotency_key: str
+    ) -> ManualRetry:
+        """One more try of a failed step, or of exactly its failed items."""
+        await self._require_run(namespace, run_id)
+        return await self._tx(
+            lambda c: retrying.retry_step(
+                c, run_id, step, idempotency_key=idempotency_key, versions=self._versions
+            )
+        )
+
+    async def _require_run(self, namespace: str, run_id: int) -> None:
+        found = await self._read(lambda c: reads.run_namespace(c, run_id))
+        if found != namespace:
+            raise ProblemsError(
+                [problem("run.not_found", f"run {run_id} does not exist in {namespace}", "run")]
+            )
+
+    # --- reads -----------------------------------------------------------------------
+
+    async def pipelines(
+        self, namespace: str, *, cursor: str | None = None, limit: int = 100
+    ) -> Page[PipelineSummary]:
+        after = decode_cursor(cursor, 1)[0] if cursor else None
+        rows = await self._read(
+            lambda c: reads.pipeline_summaries(c, namespace, after=after, limit=_limit(limit))
+        )
+        return _page(rows, limit, lambda r: (r.name,))
+
+    async def pipeline(self, namespace: str, name: str) -> PipelineRecord | None:
+        return await self._read(lambda c: definitions.get_pipeline(c, namespace, name))
+
+    async def runs(
+        self,
+        namespace: str,
+        where: RunFilter | None = None,
+        *,
+        cursor: str | None = None,
+        limit: int = 100,
+    ) -> Page[RunSummary]:
+        before = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        rows = await self._read(
+            lambda c: reads.run_summaries(
+                c, namespace, where or RunFilter(), before_id=before, limit=_limit(limit)
+            )
+        )
+        return _page(rows, limit, lambda r: (r.id,))
+
+    async def run(self, namespace: str, run_id: int) -> RunDetail | None:
+        return await self._read(lambda c: reads.run_detail(c, namespace, run_id))
+
+    async def items(
+        self, namespace: str, run_id: int, step: str, *, cursor: str | None = None, limit: int = 100
+    ) -> Page[ItemView]:
+        await self._require_run(namespace, run_id)
+        after = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        rows = await self._read(
+            lambda c: reads.items_page(c, run_id, step, after=after, limit=_limit(limit))
+        )
+        return _page(rows, limit, lambda r: (r.index,))
+
+    async def attempts(
+        self,
+        namespace: str,
+        run_id: int,
+        step: str | None = None,
+        *,
+        cursor: str | None = None,
+        limit: int = 100,
+    ) -> Page[AttemptView]:
+        await self._require_run(namespace, run_id)
+        after = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        rows = await self._read(
+            lambda c: reads.attempts_page(c, run_id, step, after=after, limit=_limit(limit))
+        )
+        return _page(rows, limit, lambda r: (r.id,))
+
+    async def logs(
+        self, namespace: str, run_id: int, *, cursor: str | None = None, limit: int = 500
+    ) -> Page[LogView]:
+        """Log lines after the cursor. ``next`` is always set: following a log never ends."""
+        await self._require_run(namespace, run_id)
+        after = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        rows = await self._read(
+            lambda c: reads.logs_page(c, run_id, after=after, limit=_limit(limit))
+        )
+        last = rows[-1].id if rows else after
+        return Page(items=rows, next=encode_cursor(last) if last is not None else cursor)
+
+    async def failures(self, namespace: str, run_id: int) -> list[FailureView]:
+        await self._require_run(namespace, run_id)
+        return await self._read(lambda c: reads.failures(c, run_id))
+
+    # --- events ----------------------------------------------------------------------
+
+    async def subscribe(
+        self,
+        *,
+        namespace: str | None = None,
+        run_id: int | None = None,
+        cursor: str | None = None,
+        poll: float = 0.5,
+    ) -> AsyncIterator[EngineEvent]:
+        """Run, step and attempt transitions after ``cursor`` (or from now), forever.
+
+        Resumable: pass the ``cursor`` of the last event handled, and nothing is skipped or
+        repeated. Woken by NOTIFY for run and step transitions; ``poll`` bounds how late an
+        attempt transition (which sends no NOTIFY) can be seen.
+        """
+        await self._listen()
+        if cursor is not None:
+            xid, last = decode_cursor(cursor, 2)
+            position = (int(xid), int(last))
+        else:
+            position = await self._read(events.latest_position)
+        while True:
+            woken = self._events.waiter()
+            batch = await self._read(
+                lambda c: events.events_after(
+                    c, after=position, namespace=namespace, run_id=run_id, limit=MAX_PAGE
+                )
+            )
+            for event in batch:
+                yield event
+            if batch:
+                last_key = decode_cursor(batch[-1].cursor, 2)
+                position = (int(last_key[0]), int(last_key[1]))
+                if len(batch) == MAX_PAGE:
+                    continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken.wait(), poll)
+
+    async def _listen(self) -> None:
+        if not self._listening:
+            self._listening = True
+            await self._db.listen(events.EVENTS_CHANNEL, self._events.notify)
+
+    # --- workers ---------------------------------------------------------------------
+
+    def worker(self, **overrides: Any) -> Worker:
+        """A worker on this engine's pool and catalog; ``overrides`` adjust its config."""
+        config = worker_config(self.settings)
+        for key, value in overrides.items():
+            setattr(config, key, value)
+        return Worker(self._db.pool, asyncpg_dsn(self.url), self.catalog, self.storage, config)
+
+
+class _Broadcast:
+    """Wakes every waiting subscriber at once; each wait gets a fresh event."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def waiter(self) -> asyncio.Event:
+        return self._event
+
+    def notify(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+
+def _limit(limit: int) -> int:
+    if not 1 <= limit <= MAX_PAGE:
+        raise ProblemsError(
+            [problem("page.limit.invalid", f"limit must be between 1 and {MAX_PAGE}", "limit")]
+        )
+    return limit
+
+
+def _page(rows: list[T], limit: int, key: Callable[[T], tuple[Any, ...]]) -> Page[T]:
+    more = len(rows) == limit and rows
+    return Page(items=rows, next=encode_cursor(*key(rows[-1])) if more else None)

@@ -1,0 +1,209 @@
+"""What the engine shows: the read models every door returns, and keyset pages over them.
+
+One model per shape, shared by the REST API (its response bodies), the CLI, the operator's
+status and the tests; the store builds them from rows by column name. Pages are keyset
+pages — ``{items, next}`` where ``next`` is an opaque cursor — so a page costs the same at
+the millionth row as at the first; a cursor a client altered is refused as a problem, not
+misread.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dirigent.engine.problems import ProblemsError, problem
+
+__all__ = [
+    "AttemptView",
+    "EngineEvent",
+    "FailureView",
+    "ItemView",
+    "LastRun",
+    "LogView",
+    "Page",
+    "PipelineSummary",
+    "RunDetail",
+    "RunSummary",
+    "StepDetail",
+    "decode_cursor",
+    "encode_cursor",
+]
+
+T = TypeVar("T")
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(frozen=True, from_attributes=True)
+
+
+class Page(BaseModel, Generic[T]):
+    """One keyset page; ``next`` is None on the last page."""
+
+    items: list[T]
+    next: str | None = None
+
+
+def encode_cursor(*key: Any) -> str:
+    """An opaque cursor for a keyset position (JSON of the key, URL-safe base64)."""
+    raw = json.dumps(list(key), default=str, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, arity: int) -> list[Any]:
+    """The key inside a cursor; a malformed one is the caller's mistake (``page.cursor.invalid``)."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        key = json.loads(raw)
+    except (binascii.Error, ValueError):
+        key = None
+    if not isinstance(key, list) or len(key) != arity:
+        raise ProblemsError(
+            [
+                problem(
+                    "page.cursor.invalid",
+                    "the page cursor is not one this server handed out; start again without it",
+                    "cursor",
+                )
+            ]
+        )
+    return key
+
+
+class LastRun(_View):
+    id: int
+    status: str
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    failed_step: str | None = None
+    error_message: str | None = None
+
+
+class PipelineSummary(_View):
+    """A row of the pipeline listing: what is it, is it active, how are its runs doing."""
+
+    namespace: str
+    name: str
+    title: str | None = None
+    active: bool
+    version: int | None = None
+    digest: str | None = None
+    updated_at: datetime
+    runs_in_flight: int = 0
+    schedules: int = 0
+    webhooks: int = 0
+    last_run: LastRun | None = None
+
+
+class RunSummary(_View):
+    id: int
+    namespace: str
+    pipeline: str
+    version: int
+    status: str
+    triggered_by_kind: str
+    triggered_by_ref: str | None = None
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    failed_step: str | None = None
+    error_message: str | None = None
+    window_start: datetime | None = None
+    window_end: datetime | None = None
+
+
+class StepDetail(_View):
+    """One node of the run's DAG view, folded from counters and grouped counts."""
+
+    step: str
+    block: str
+    depends_on: list[str] = Field(default_factory=list)
+    status: str
+    skip_reason: str | None = None
+    items: int | None = None
+    items_by_status: dict[str, int] = Field(default_factory=dict)
+    attempts: int = 0
+    with_errors: bool = False
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    duration_seconds: float | None = None
+
+
+class RunDetail(RunSummary):
+    params: dict[str, Any] = Field(default_factory=dict)
+    parent_run_id: int | None = None
+    steps: list[StepDetail] = Field(default_factory=list)
+
+
+class ItemView(_View):
+    id: int
+    step: str
+    index: int
+    status: str
+    value: Any = None
+    error_message: str | None = None
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class AttemptView(_View):
+    id: int
+    step: str
+    item_index: int | None = None
+    number: int
+    kind: str
+    status: str
+    block: str
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    wait_message: str | None = None
+    wait_progress: float | None = None
+    error_class: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    output: Any = None
+
+
+class FailureView(_View):
+    """The last failed attempt of a failed step or item: what a diagnosis prints."""
+
+    step: str
+    block: str
+    number: int
+    item_index: int | None = None
+    error_class: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+
+class LogView(_View):
+    id: int
+    attempt_id: int | None = None
+    step: str | None = None
+    level: str
+    message: str
+    fields: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime
+
+
+class EngineEvent(_View):
+    """A run, step or attempt transition; ``cursor`` resumes a subscription just after it."""
+
+    cursor: str
+    at: datetime
+    namespace: str
+    run_id: int
+    entity: str
+    entity_id: int
+    step: str | None = None
+    item_index: int | None = None
+    number: int | None = None
+    status: str
+    previous: str | None = None
