@@ -18,27 +18,28 @@ from typing import Any
 
 import asyncpg
 
-from dirigent.engine.applying import Applied, apply_manifest
+from dirigent.engine import Engine, EngineSettings, RunRequest
+from dirigent.engine.applying import Applied
 from dirigent.engine.manifests.loading import parse_manifest, read_text
-from dirigent.engine.plugins import Catalog, discover
-from dirigent.engine.runtime.worker import Worker, WorkerConfig
-from dirigent.engine.storage import FileStorage
-from dirigent.engine.store import runs
-from dirigent.engine.store.pool import asyncpg_dsn, create_pool, in_transaction
-from dirigent.engine.store.runs import RunCreated, RunRequest
-from dirigent.engine.store.versions import VersionCache
+from dirigent.engine.plugins import discover
+from dirigent.engine.runtime.worker import Worker
+from dirigent.engine.store.pool import Database, asyncpg_dsn
+from dirigent.engine.store.runs import RunCreated
 
 TERMINAL = ("succeeded", "completed_with_errors", "failed", "cancelled")
 
 
 class Harness:
-    def __init__(self, pool: asyncpg.Pool, url: str, root: Path, catalog: Catalog) -> None:
+    """Drives the engine through its door (``Engine``); ``pool`` is for assertions over rows."""
+
+    def __init__(self, engine: Engine, pool: asyncpg.Pool, url: str) -> None:
+        self.engine = engine
         self.pool = pool
         self.url = url
         self.dsn = asyncpg_dsn(url)
-        self.storage = FileStorage(root)
-        self.catalog = catalog
-        self.versions = VersionCache()
+        self.storage = engine.storage
+        self.catalog = engine.catalog
+        self.versions = engine.versions
         self.namespace = "default"
 
     async def apply(self, text: str) -> Applied:
@@ -47,29 +48,16 @@ class Harness:
         assert not problems, problems
         manifest, problems = parse_manifest(docs[0].data)
         assert manifest is not None, problems
-        return await in_transaction(
-            self.pool,
-            lambda c: apply_manifest(
-                c,
-                manifest,
-                namespace=self.namespace,
-                catalog=self.catalog,
-                provenance={"by": "test"},
-            ),
-        )
+        return await self.engine.apply(manifest, self.namespace, provenance={"by": "test"})
 
     async def run(
         self, pipeline: str, params: dict[str, Any] | None = None, **kw: Any
     ) -> RunCreated:
-        request = RunRequest(self.namespace, pipeline, params or {}, **kw)
-        return await in_transaction(
-            self.pool,
-            lambda c: runs.create_run(c, request, versions=self.versions, catalog=self.catalog),
-        )
+        return await self.engine.start_run(RunRequest(self.namespace, pipeline, params or {}, **kw))
 
     def worker(self, **kw: Any) -> Worker:
-        config = WorkerConfig(**{"poll_interval": 0.2, "sweep_interval": 0.5, **kw})
-        return Worker(self.pool, self.dsn, self.catalog, self.storage, config)
+        defaults = {"poll_interval": 0.2, "sweep_interval": 0.5, "enabled_unsafe": frozenset()}
+        return self.engine.worker(**{**defaults, **kw})
 
     @contextlib.asynccontextmanager
     async def workers(self, n: int = 1, **kw: Any) -> AsyncIterator[list[Worker]]:
@@ -152,11 +140,17 @@ def spawn_worker(
 
 @contextlib.asynccontextmanager
 async def harness(url: str, root: Path) -> AsyncIterator[Harness]:
-    pool = await create_pool(url, max_size=20)
+    settings = EngineSettings(
+        database_url=url,
+        artifact_root=root,
+        metrics_port=None,
+        enabled_unsafe_blocks=["testing.unsafe"],
+    )
+    database = await Database.connect(url, max_size=20)
     try:
-        yield Harness(pool, url, root, discover())
+        yield Harness(Engine(settings, database, discover()), database.pool, url)
     finally:
-        await pool.close()
+        await database.close()
 
 
 def utc(*args: int) -> dt.datetime:

@@ -15,20 +15,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-import asyncpg
 import typer
 
-from dirigent.engine.applying import Applied, apply_manifest
+from dirigent.engine import ProblemsError, RunRequest
 from dirigent.engine.local import LocalInstance, local_instance
 from dirigent.engine.logconfig import configure_logging
-from dirigent.engine.manifests.loading import Manifest, read_paths
+from dirigent.engine.manifests.loading import read_paths
 from dirigent.engine.manifests.pipeline import Pipeline
-from dirigent.engine.problems import Problem, ProblemsError
-from dirigent.engine.store import reads, runs
-from dirigent.engine.store.pool import in_transaction
+from dirigent.engine.problems import Problem
 from dirigent.engine.validation.documents import validate_documents
+from dirigent.engine.views import RunDetail
 
 TERMINAL = {"succeeded", "completed_with_errors", "failed", "cancelled"}
+NAMESPACE = "default"
 
 
 def _param(text: str) -> tuple[str, Any]:
@@ -49,44 +48,41 @@ def _problems(problems: list[Problem]) -> None:
 async def _watch(inst: LocalInstance, run_id: int) -> str:
     """Print step transitions and log lines merged by when they happened, until the run settles."""
     seen: dict[str, set[str]] = {}
-    last_log = 0
+    cursor: str | None = None
+    engine = inst.engine
     while True:
-        async with inst.pool.acquire() as conn:
-            view = await reads.run_view(conn, run_id)
-            logs = await reads.logs_after(conn, run_id, last_log)
+        view = await engine.run(NAMESPACE, run_id)
+        logs = await engine.logs(NAMESPACE, run_id, cursor=cursor)
         assert view is not None
-        events: list[tuple[datetime, int, str]] = []
-        for step in view.steps:
-            done = seen.setdefault(step.step, set())
-            if step.started_at is not None and "running" not in done:
-                done.add("running")
-                events.append((step.started_at, 2, f"step {step.step}: running"))
-            if step.status in TERMINAL | {"skipped"} and "end" not in done:
-                done.add("end")
-                extra = (
-                    f" ({step.items_succeeded}/{step.items} items)"
-                    if step.items is not None
-                    else ""
-                )
-                at = step.finished_at or step.started_at or view.created_at
-                events.append((at, 1, f"step {step.step}: {step.status}{extra}"))
-        for line in logs:
-            last_log = line.id
+        cursor = logs.next
+        events = _step_events(view, seen)
+        for line in logs.items:
             where = f"{line.step}: " if line.step else ""
             fields = " ".join(f"{k}={v}" for k, v in line.fields.items())
             settled = line.step is None and line.created_at == view.finished_at
-            events.append(
-                (
-                    line.created_at,
-                    3 if settled else 0,
-                    f"  {line.level:<7} {where}{line.message}" + (f"  {fields}" if fields else ""),
-                )
-            )
+            text = f"  {line.level:<7} {where}{line.message}" + (f"  {fields}" if fields else "")
+            events.append((line.created_at, 3 if settled else 0, text))
         for _, _, text in sorted(events, key=lambda e: (e[0], e[1])):
             typer.echo(text)
         if view.status in TERMINAL:
             return view.status
         await asyncio.sleep(0.1)
+
+
+def _step_events(view: RunDetail, seen: dict[str, set[str]]) -> list[tuple[datetime, int, str]]:
+    events: list[tuple[datetime, int, str]] = []
+    for step in view.steps:
+        done = seen.setdefault(step.step, set())
+        if step.started_at is not None and "running" not in done:
+            done.add("running")
+            events.append((step.started_at, 2, f"step {step.step}: running"))
+        if step.status in TERMINAL | {"skipped"} and "end" not in done:
+            done.add("end")
+            succeeded = step.items_by_status.get("succeeded", 0)
+            extra = f" ({succeeded}/{step.items} items)" if step.items is not None else ""
+            at = step.finished_at or step.started_at or view.created_at
+            events.append((at, 1, f"step {step.step}: {step.status}{extra}"))
+    return events
 
 
 async def _run(
@@ -113,6 +109,7 @@ async def _run(
             return 2, "refused"
         pipeline = pipelines[0].metadata.name
     async with local_instance(keep=keep, root=root, enabled_unsafe=unsafe) as inst:
+        engine = inst.engine
         try:
             for item in loaded:
                 if item.manifest.kind not in ("Pipeline", "Connection"):
@@ -120,31 +117,16 @@ async def _run(
                         f"note: {item.manifest.kind} {item.manifest.metadata.name} is not used by a local run"
                     )
                     continue
-
-                async def apply(c: asyncpg.Connection, m: Manifest = item.manifest) -> Applied:
-                    return await apply_manifest(
-                        c, m, namespace="default", catalog=inst.catalog, enabled_unsafe=unsafe
-                    )
-
-                await in_transaction(inst.pool, apply)
-            created = await in_transaction(
-                inst.pool,
-                lambda c: runs.create_run(
-                    c,
-                    runs.RunRequest("default", pipeline, params, triggered_by_kind="cli"),
-                    versions=inst.versions,
-                    catalog=inst.catalog,
-                    enabled_unsafe=unsafe,
-                ),
+                await engine.apply(item.manifest, NAMESPACE)
+            created = await engine.start_run(
+                RunRequest(NAMESPACE, pipeline, params, triggered_by_kind="cli")
             )
         except ProblemsError as err:
             _problems(err.problems)
             return 2, "refused"
         typer.echo(f"run {created.run_id} of {pipeline}: {created.status}")
         status = await _watch(inst, created.run_id)
-        async with inst.pool.acquire() as conn:
-            failed = await reads.failures(conn, created.run_id)
-        for f in failed:
+        for f in await engine.failures(NAMESPACE, created.run_id):
             at_item = f" item {f.item_index}" if f.item_index is not None else ""
             typer.echo(
                 f"failed: step {f.step}{at_item} (block {f.block}, attempt {f.number}): {f.error_message}\n"

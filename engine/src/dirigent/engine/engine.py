@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -106,7 +107,7 @@ class Engine:
         )
         self.enabled_unsafe = frozenset(settings.enabled_unsafe_blocks)
         self._db = database
-        self._versions = VersionCache()
+        self.versions = VersionCache()
         self._events = _Broadcast()
         self._listening = False
 
@@ -155,7 +156,7 @@ class Engine:
         what would happen (created, updated, unchanged) and the digest it would have.
         """
 
-        async def write(conn: asyncpg.Connection) -> Applied:
+        async def write(conn: Connection) -> Applied:
             result = await apply_manifest(
                 conn,
                 manifest,
@@ -181,7 +182,9 @@ class Engine:
     ) -> Deleted:
         """Retain deactivates and keeps history; Delete cancels runs in flight, then deletes."""
         if kind == "Connection":
-            found = await self._tx(lambda c: connections_store.delete_connection(c, namespace, name))
+            found = await self._tx(
+                lambda c: connections_store.delete_connection(c, namespace, name)
+            )
             return Deleted(kind, name, found)
         if kind != "Pipeline":
             raise ProblemsError(
@@ -198,15 +201,7 @@ class Engine:
         return Deleted(kind, name, found, history_deleted=found, runs_cancelled=cancelled)
 
     async def _in_flight(self, namespace: str, pipeline: str) -> list[int]:
-        ids: list[int] = []
-        for status in runs.IN_FLIGHT:
-            page = await self._read(
-                lambda c, s=status: reads.run_summaries(
-                    c, namespace, RunFilter(pipeline, s), before_id=None, limit=MAX_PAGE
-                )
-            )
-            ids += [r.id for r in page]
-        return ids
+        return await self._read(lambda c: reads.runs_in_flight(c, namespace, pipeline))
 
     # --- runs ------------------------------------------------------------------------
 
@@ -216,7 +211,7 @@ class Engine:
             lambda c: runs.create_run(
                 c,
                 request,
-                versions=self._versions,
+                versions=self.versions,
                 catalog=self.catalog,
                 enabled_unsafe=self.enabled_unsafe,
             )
@@ -231,7 +226,7 @@ class Engine:
             reason=reason,
             catalog=self.catalog,
             storage=self.storage,
-            versions=self._versions,
+            versions=self.versions,
         )
 
     async def retry(
@@ -241,7 +236,7 @@ class Engine:
         await self._require_run(namespace, run_id)
         return await self._tx(
             lambda c: retrying.retry_step(
-                c, run_id, step, idempotency_key=idempotency_key, versions=self._versions
+                c, run_id, step, idempotency_key=idempotency_key, versions=self.versions
             )
         )
 
@@ -351,11 +346,7 @@ class Engine:
             position = await self._read(events.latest_position)
         while True:
             woken = self._events.waiter()
-            batch = await self._read(
-                lambda c: events.events_after(
-                    c, after=position, namespace=namespace, run_id=run_id, limit=MAX_PAGE
-                )
-            )
+            batch = await self._events_after(position, namespace, run_id)
             for event in batch:
                 yield event
             if batch:
@@ -366,6 +357,15 @@ class Engine:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woken.wait(), poll)
 
+    async def _events_after(
+        self, position: tuple[int, int], namespace: str | None, run_id: int | None
+    ) -> list[EngineEvent]:
+        return await self._read(
+            lambda c: events.events_after(
+                c, after=position, namespace=namespace, run_id=run_id, limit=MAX_PAGE
+            )
+        )
+
     async def _listen(self) -> None:
         if not self._listening:
             self._listening = True
@@ -375,9 +375,7 @@ class Engine:
 
     def worker(self, **overrides: Any) -> Worker:
         """A worker on this engine's pool and catalog; ``overrides`` adjust its config."""
-        config = worker_config(self.settings)
-        for key, value in overrides.items():
-            setattr(config, key, value)
+        config = dataclasses.replace(worker_config(self.settings), **overrides)
         return Worker(self._db.pool, asyncpg_dsn(self.url), self.catalog, self.storage, config)
 
 

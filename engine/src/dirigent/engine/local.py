@@ -1,8 +1,8 @@
-"""A throwaway local instance: embedded PostgreSQL, migrated, with a worker, in one process.
+"""A throwaway local instance: embedded PostgreSQL, migrated, an Engine and a worker, in one process.
 
-``dirigent run FILE --local`` (and, later, ``dirigent dev``) stand on this: the same apply,
-the same engine, the same worker loop as a cluster — a local run that executed differently
-would prove nothing.
+``dirigent run FILE --local`` (and ``dirigent dev``) stand on this: the same apply, the same
+engine, the same worker loop as a cluster — a local run that executed differently would
+prove nothing.
 """
 
 from __future__ import annotations
@@ -15,24 +15,16 @@ from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncpg
-
-from dirigent.engine.plugins import Catalog, discover
-from dirigent.engine.runtime.worker import Worker, WorkerConfig
-from dirigent.engine.storage import FileStorage
+from dirigent.engine.engine import Engine
+from dirigent.engine.runtime.worker import Worker
+from dirigent.engine.settings import EngineSettings
 from dirigent.engine.store.database import upgrade_async
 from dirigent.engine.store.embedded import EmbeddedPostgres
-from dirigent.engine.store.pool import asyncpg_dsn, create_pool
-from dirigent.engine.store.versions import VersionCache
 
 
 @dataclass
 class LocalInstance:
-    url: str
-    pool: asyncpg.Pool
-    catalog: Catalog
-    storage: FileStorage
-    versions: VersionCache
+    engine: Engine
     worker: Worker
     root: Path
 
@@ -51,27 +43,23 @@ async def local_instance(
     await asyncio.to_thread(server.start)
     try:
         await upgrade_async(server.url)
-        pool = await create_pool(server.url, max_size=concurrency + 4)
-        try:
-            catalog = discover()
-            storage = FileStorage(base / "artifacts")
-            config = WorkerConfig(
-                concurrency=concurrency,
-                enabled_unsafe=frozenset(enabled_unsafe),
-                poll_interval=0.5,
-                sweep_interval=5.0,
-            )
-            worker = Worker(pool, asyncpg_dsn(server.url), catalog, storage, config)
+        settings = EngineSettings(
+            database_url=server.url,
+            artifact_root=base / "artifacts",
+            enabled_unsafe_blocks=list(enabled_unsafe),
+            worker_concurrency=concurrency,
+            poll_interval=0.5,
+            sweep_interval=5.0,
+            metrics_port=None,
+        )
+        async with Engine.open(settings) as engine:
+            worker = engine.worker()
             task = asyncio.create_task(worker.run())
             try:
-                yield LocalInstance(
-                    server.url, pool, catalog, storage, VersionCache(), worker, base
-                )
+                yield LocalInstance(engine, worker, base)
             finally:
                 worker.stop()
                 await task
-        finally:
-            await pool.close()
     finally:
         await asyncio.to_thread(server.stop)
         if not keep and root is None:

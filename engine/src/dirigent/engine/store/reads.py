@@ -235,3 +235,14 @@ async def logs_page(
 async def run_namespace(conn: asyncpg.Connection, run_id: int) -> str | None:
     found: str | None = await conn.fetchval("SELECT namespace FROM runs WHERE id = $1", run_id)
     return found
+
+
+async def runs_in_flight(conn: asyncpg.Connection, namespace: str, pipeline: str) -> list[int]:
+    rows = await conn.fetch(
+        """SELECT r.id FROM runs r JOIN pipelines p ON p.id = r.pipeline_id
+           WHERE p.namespace = $1 AND p.name = $2 AND r.status IN ('queued', 'running')
+           ORDER BY r.id""",
+        namespace,
+        pipeline,
+    )
+    return [int(r["id"]) for r in rows]

@@ -25,8 +25,7 @@ down_revision: str | None = "0003_stuck_runs"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_FUNCTIONS = """
-CREATE FUNCTION dirigent_run_events() RETURNS trigger LANGUAGE plpgsql AS $$
+_FUNCTIONS = """CREATE FUNCTION dirigent_run_events() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_OP = 'INSERT' THEN
     INSERT INTO engine_events (namespace, run_id, entity, entity_id, status)
@@ -65,12 +64,15 @@ END $$;
 CREATE TRIGGER runs_events_insert AFTER INSERT ON runs
   REFERENCING NEW TABLE AS new_rows
   FOR EACH STATEMENT EXECUTE FUNCTION dirigent_run_events();
+
 CREATE TRIGGER runs_events_update AFTER UPDATE ON runs
   REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
   FOR EACH STATEMENT EXECUTE FUNCTION dirigent_run_events();
+
 CREATE TRIGGER run_steps_events_update AFTER UPDATE ON run_steps
   REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
   FOR EACH STATEMENT EXECUTE FUNCTION dirigent_step_events();
+
 CREATE TRIGGER step_attempts_events_update AFTER UPDATE ON step_attempts
   REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
   FOR EACH STATEMENT EXECUTE FUNCTION dirigent_attempt_events();
@@ -117,9 +119,12 @@ def upgrade() -> None:
     )
     op.create_index("ix_engine_events_xid_id", "engine_events", ["xid", "id"])
     op.create_index("ix_engine_events_run_id_xid_id", "engine_events", ["run_id", "xid", "id"])
-    op.execute(_FUNCTIONS)
+    # One statement per execute: asyncpg prepares each, and a prepared statement holds one.
+    for statement in _FUNCTIONS.split("\n\n"):
+        op.execute(statement)
 
 
 def downgrade() -> None:
-    op.execute(_DROP)
+    for statement in _DROP.strip().splitlines():
+        op.execute(statement)
     op.drop_table("engine_events")
