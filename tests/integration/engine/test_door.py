@@ -1,0 +1,267 @@
+"""The engine's door: every verb a process uses, through ``Engine`` only."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+
+from dirigent.engine import Engine, ProblemsError, RunFilter, RunRequest
+from dirigent.engine.manifests.loading import parse_manifest, read_text
+from dirigent.engine.manifests.pipeline import Pipeline
+from dirigent.engine.views import EngineEvent
+from tests.integration.engine.harness import Harness
+from tests.waiting import eventually
+
+LINEAR = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: p}
+spec:
+  title: A pipeline
+  params: {type: object, properties: {word: {type: string}}}
+  steps:
+    a: {block: core.noop}
+    b: {block: core.echo, dependsOn: [a], config: {value: "${params.word}"}}
+"""
+
+FAN = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: fan}
+spec:
+  params: {type: object, properties: {items: {type: array}}}
+  steps:
+    each: {block: core.echo, forEach: "${params.items}", config: {value: "${item}"}}
+"""
+
+
+def manifest(text: str) -> Pipeline:
+    docs, problems = read_text(text)
+    assert not problems
+    found, problems = parse_manifest(docs[0].data)
+    assert isinstance(found, Pipeline), problems
+    return found
+
+
+async def test_a_dry_run_apply_says_what_would_happen_and_writes_nothing(h: Harness) -> None:
+    engine = h.engine
+    planned = await engine.apply(manifest(LINEAR), "default", dry_run=True)
+    assert (planned.action, planned.version) == ("created", 1)
+    assert await engine.pipeline("default", "p") is None
+    applied = await engine.apply(manifest(LINEAR), "default")
+    assert applied.digest == planned.digest
+    changed = manifest(LINEAR.replace("A pipeline", "Another"))
+    plan = await engine.apply(changed, "default", dry_run=True)
+    assert (plan.action, plan.version) == ("updated", 2)
+    assert plan.digest != applied.digest
+    record = await engine.pipeline("default", "p")
+    assert record is not None and record.version == 1
+
+
+async def test_listing_pages_by_name_and_carries_the_newest_run(h: Harness) -> None:
+    engine = h.engine
+    for name in ("c", "a", "b"):
+        await engine.apply(manifest(LINEAR.replace("name: p", f"name: {name}")), "default")
+    run = await engine.start_run(RunRequest("default", "b", {"word": "hi"}))
+    first = await engine.pipelines("default", limit=2)
+    assert [p.name for p in first.items] == ["a", "b"]
+    assert first.next is not None
+    rest = await engine.pipelines("default", cursor=first.next, limit=2)
+    assert [p.name for p in rest.items] == ["c"] and rest.next is None
+    b = first.items[1]
+    assert (b.title, b.version, b.runs_in_flight) == ("A pipeline", 1, 1)
+    assert b.last_run is not None and b.last_run.id == run.run_id
+    assert first.items[0].last_run is None
+    assert (await engine.pipelines("other")).items == []
+
+
+async def test_a_cursor_a_client_made_up_is_refused_as_a_problem(h: Harness) -> None:
+    with pytest.raises(ProblemsError) as refused:
+        await h.engine.pipelines("default", cursor="not-a-cursor")
+    assert refused.value.problems[0].code == "page.cursor.invalid"
+    with pytest.raises(ProblemsError) as too_many:
+        await h.engine.pipelines("default", limit=100_000)
+    assert too_many.value.problems[0].code == "page.limit.invalid"
+
+
+async def test_run_detail_folds_items_and_attempts_per_step(h: Harness) -> None:
+    engine = h.engine
+    await engine.apply(manifest(FAN), "default")
+    run = await engine.start_run(RunRequest("default", "fan", {"items": list(range(25))}))
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "succeeded"
+    detail = await engine.run("default", run.run_id)
+    assert detail is not None and detail.pipeline == "fan"
+    [step] = detail.steps
+    assert (step.step, step.block, step.status, step.items) == (
+        "each",
+        "core.echo",
+        "succeeded",
+        25,
+    )
+    assert step.items_by_status == {"succeeded": 25}
+    assert step.attempts == 25
+    assert step.duration_seconds is not None and step.duration_seconds >= 0
+    assert await engine.run("elsewhere", run.run_id) is None
+
+    seen: list[int] = []
+    cursor = None
+    while True:
+        page = await engine.items("default", run.run_id, "each", cursor=cursor, limit=10)
+        seen += [i.index for i in page.items]
+        if page.next is None:
+            break
+        cursor = page.next
+    assert seen == list(range(25))
+    attempts = await engine.attempts("default", run.run_id, limit=1000)
+    assert len(attempts.items) == 25 and {a.status for a in attempts.items} == {"succeeded"}
+
+
+async def test_runs_list_filters_and_pages_newest_first(h: Harness) -> None:
+    engine = h.engine
+    await engine.apply(manifest(LINEAR), "default")
+    ids = [
+        (await engine.start_run(RunRequest("default", "p", {"word": str(i)}))).run_id
+        for i in range(3)
+    ]
+    page = await engine.runs("default", RunFilter(pipeline="p"), limit=2)
+    assert [r.id for r in page.items] == ids[::-1][:2]
+    assert page.next is not None
+    rest = await engine.runs("default", RunFilter(pipeline="p"), cursor=page.next, limit=2)
+    assert [r.id for r in rest.items] == [ids[0]]
+    assert (await engine.runs("default", RunFilter(status="succeeded"))).items == []
+    assert (await engine.runs("default", RunFilter(pipeline="nope"))).items == []
+
+
+async def test_logs_follow_from_a_cursor_without_repeating(h: Harness) -> None:
+    engine = h.engine
+    await engine.apply(manifest(LINEAR), "default")
+    run = await engine.start_run(RunRequest("default", "p", {"word": "x"}))
+    first = await engine.logs("default", run.run_id, limit=1)
+    assert len(first.items) == 1 and first.next is not None
+    async with h.workers(1):
+        await h.until_settled(run.run_id)
+    rest = await engine.logs("default", run.run_id, cursor=first.next)
+    ids = [line.id for line in first.items + rest.items]
+    assert ids == sorted(set(ids)) and len(ids) > 2
+    empty = await engine.logs("default", run.run_id, cursor=rest.next)
+    assert empty.items == [] and empty.next == rest.next
+
+
+async def test_delete_retain_keeps_history_delete_cancels_and_removes_it(h: Harness) -> None:
+    engine = h.engine
+    await engine.apply(manifest(LINEAR), "default")
+    done = await engine.start_run(RunRequest("default", "p", {"word": "x"}))
+    async with h.workers(1):
+        await h.until_settled(done.run_id)
+    kept = await engine.delete("Pipeline", "default", "p", "Retain")
+    assert kept.found and not kept.history_deleted
+    record = await engine.pipeline("default", "p")
+    assert record is not None and not record.active
+    assert (await engine.run("default", done.run_id)) is not None
+    with pytest.raises(ProblemsError):
+        await engine.start_run(RunRequest("default", "p", {"word": "x"}))
+
+    await engine.apply(manifest(LINEAR), "default")
+    in_flight = await engine.start_run(RunRequest("default", "p", {"word": "y"}))
+    gone = await engine.delete("Pipeline", "default", "p", "Delete")
+    assert (gone.found, gone.history_deleted, gone.runs_cancelled) == (True, True, 1)
+    assert await engine.pipeline("default", "p") is None
+    assert await engine.run("default", in_flight.run_id) is None
+    again = await engine.delete("Pipeline", "default", "p", "Delete")
+    assert not again.found
+
+
+async def test_cancel_and_retry_refuse_a_run_of_another_namespace(h: Harness) -> None:
+    engine = h.engine
+    await engine.apply(manifest(LINEAR), "default")
+    run = await engine.start_run(RunRequest("default", "p", {"word": "x"}))
+    for call in (
+        engine.cancel_run("other", run.run_id, reason="x"),
+        engine.retry("other", run.run_id, "a", idempotency_key="k"),
+    ):
+        with pytest.raises(ProblemsError) as refused:
+            await call
+        assert refused.value.problems[0].code == "run.not_found"
+    assert await engine.cancel_run("default", run.run_id, reason="test") == 0
+    assert await h.status(run.run_id) == "cancelled"
+
+
+@contextlib.asynccontextmanager
+async def collecting(engine: Engine, **kw: object) -> AsyncIterator[list[EngineEvent]]:
+    got: list[EngineEvent] = []
+
+    async def follow() -> None:
+        async for event in engine.subscribe(**kw):  # type: ignore[arg-type]
+            got.append(event)
+
+    task = asyncio.create_task(follow())
+    try:
+        yield got
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def key(e: EngineEvent) -> tuple[str, int, str]:
+    return (e.entity, e.entity_id, e.status)
+
+
+async def test_subscribe_sees_every_transition_and_resumes_without_loss_or_repeat(
+    h: Harness,
+) -> None:
+    engine = h.engine
+    await engine.apply(manifest(LINEAR), "default")
+    async with collecting(engine, poll=0.05) as live:
+        await asyncio.sleep(0)
+        run = await engine.start_run(RunRequest("default", "p", {"word": "x"}))
+        async with h.workers(1):
+            await h.until_settled(run.run_id)
+        await eventually(
+            lambda: asyncio.sleep(0, live),
+            lambda got: any(e.entity == "run" and e.status == "succeeded" for e in got),
+            what="the run's succeeded event",
+        )
+    mine = [e for e in live if e.run_id == run.run_id]
+    assert [e.status for e in mine if e.entity == "run"] == ["running", "succeeded"]
+    steps = [(e.step, e.status) for e in mine if e.entity == "step"]
+    assert ("a", "succeeded") in steps and ("b", "succeeded") in steps
+    attempts = [(e.step, e.status) for e in mine if e.entity == "attempt"]
+    assert attempts.count(("a", "running")) == 1 and ("b", "succeeded") in attempts
+    assert len({e.cursor for e in mine}) == len(mine)
+
+    middle = mine[2]
+    async with collecting(engine, run_id=run.run_id, cursor=middle.cursor, poll=0.05) as resumed:
+        await eventually(
+            lambda: asyncio.sleep(0, resumed),
+            lambda got: len(got) >= len(mine) - 3,
+            what="the resumed events",
+        )
+    assert [key(e) for e in resumed] == [key(e) for e in mine[3:]]
+
+
+async def test_an_event_that_commits_late_is_not_skipped(h: Harness) -> None:
+    """A transaction that started first but commits last still reaches a subscriber."""
+    engine = h.engine
+    await engine.apply(manifest(LINEAR), "default")
+    early = await engine.start_run(RunRequest("default", "p", {"word": "1"}))
+    late = await engine.start_run(RunRequest("default", "p", {"word": "2"}))
+    async with collecting(engine, poll=0.05) as live, h.pool.acquire() as conn:
+        slow = conn.transaction()
+        await slow.start()
+        await conn.execute("UPDATE runs SET status = 'cancelled' WHERE id = $1", early.run_id)
+        await h.execute("UPDATE runs SET status = 'cancelled' WHERE id = $1", late.run_id)
+        # The late run's event is committed, but it is above an open transaction: held back.
+        await asyncio.sleep(0.3)
+        assert [e.run_id for e in live if e.entity == "run"] == []
+        await slow.commit()
+        got = await eventually(
+            lambda: asyncio.sleep(0, [e.run_id for e in live if e.entity == "run"]),
+            lambda ids: len(ids) == 2,
+            what="both cancellations",
+        )
+    assert sorted(got) == sorted([early.run_id, late.run_id])
