@@ -29,13 +29,12 @@ import time
 from pathlib import Path
 
 import asyncpg
-from workers import apply, start_workers, stop_workers, wait_registered
+from workers import apply, door, start_workers, stop_workers, wait_registered
 
-from dirigent.engine.store import runs
+from dirigent.engine import RunRequest
 from dirigent.engine.store.database import create_database, upgrade_async
 from dirigent.engine.store.embedded import EmbeddedPostgres, binaries_dir
-from dirigent.engine.store.pool import create_pool, in_transaction
-from dirigent.engine.store.versions import VersionCache
+from dirigent.engine.store.pool import create_pool
 
 FAN = """
 apiVersion: dirigent.dev/v1alpha1
@@ -83,51 +82,39 @@ async def scenario(
     url: str, name: str, n: int, workers: int, concurrency: int, root: Path
 ) -> float:
     """Attempts per second for one scenario on a fresh database."""
-    pool = await create_pool(url, max_size=8)
-    versions = VersionCache()
+    pool = await create_pool(url, max_size=2)
     try:
-        procs = start_workers(url, workers, concurrency, root)
-        try:
-            await wait_registered(pool, workers)
-            t0 = time.perf_counter()
-            if name == "fan-out":
-                created = [
-                    await in_transaction(
-                        pool,
-                        lambda c: runs.create_run(
-                            c, runs.RunRequest("default", "fan"), versions=versions
-                        ),
-                    )
-                ]
-                print(
-                    f"  created a {n}-item fan-out run in {time.perf_counter() - t0:.2f}s",
-                    flush=True,
-                )
-                attempts = n
-            else:
-                # All runs in one transaction: they appear to the workers at once.
-                async def create_all(conn: asyncpg.Connection) -> list[runs.RunCreated]:
-                    return [
-                        await runs.create_run(
-                            conn, runs.RunRequest("default", "pair"), versions=versions
-                        )
-                        for _ in range(n // 2)
-                    ]
-
-                t_create = time.perf_counter()
-                created = await in_transaction(pool, create_all)
-                print(
-                    f"  created {n // 2} runs in {time.perf_counter() - t_create:.2f}s", flush=True
-                )
+        async with door(url) as engine:
+            procs = start_workers(url, workers, concurrency, root)
+            try:
+                await wait_registered(pool, workers)
                 t0 = time.perf_counter()
-                attempts = 2 * (n // 2)
-            await settle(pool, [r.run_id for r in created])
-            elapsed = time.perf_counter() - t0
-            bad = await pool.fetchval("SELECT count(*) FROM runs WHERE status <> 'succeeded'")
-            assert bad == 0, f"{bad} runs did not succeed"
-            return attempts / elapsed
-        finally:
-            stop_workers(procs)
+                if name == "fan-out":
+                    created = [await engine.start_run(RunRequest("default", "fan"))]
+                    print(
+                        f"  created a {n}-item fan-out run in {time.perf_counter() - t0:.2f}s",
+                        flush=True,
+                    )
+                    attempts = n
+                else:
+                    # All runs in one transaction: they appear to the workers at once.
+                    t_create = time.perf_counter()
+                    created = await engine.start_runs(
+                        [RunRequest("default", "pair") for _ in range(n // 2)]
+                    )
+                    print(
+                        f"  created {n // 2} runs in {time.perf_counter() - t_create:.2f}s",
+                        flush=True,
+                    )
+                    t0 = time.perf_counter()
+                    attempts = 2 * (n // 2)
+                await settle(pool, [r.run_id for r in created])
+                elapsed = time.perf_counter() - t0
+                bad = await pool.fetchval("SELECT count(*) FROM runs WHERE status <> 'succeeded'")
+                assert bad == 0, f"{bad} runs did not succeed"
+                return attempts / elapsed
+            finally:
+                stop_workers(procs)
     finally:
         await pool.close()
 
@@ -137,42 +124,33 @@ async def gaps(
 ) -> tuple[tuple[float, float], tuple[float, float]]:
     """Latencies in ms (p50, p99): step settled → dependent started over a chain of no-op
     steps, and trigger → first step running over runs created one at a time."""
-    pool = await create_pool(url, max_size=4)
+    pool = await create_pool(url, max_size=2)
     try:
-        procs = start_workers(url, 1, 4, root)
-        try:
-            await wait_registered(pool, 1)
-            run = await in_transaction(
-                pool,
-                lambda c: runs.create_run(
-                    c, runs.RunRequest("default", "chain"), versions=VersionCache()
-                ),
-            )
-            await settle(pool, [run.run_id])
-            rows = await pool.fetch(
-                """SELECT step, started_at, finished_at FROM step_attempts WHERE run_id = $1""",
-                run.run_id,
-            )
-            # Trigger → first step running: one run at a time on an idle worker, from the
-            # creating transaction (runs.created_at) to the first attempt's claim.
-            firsts: list[float] = []
-            for _ in range(triggers):
-                one = await in_transaction(
-                    pool,
-                    lambda c: runs.create_run(
-                        c, runs.RunRequest("default", "pair"), versions=VersionCache()
-                    ),
+        async with door(url) as engine:
+            procs = start_workers(url, 1, 4, root)
+            try:
+                await wait_registered(pool, 1)
+                run = await engine.start_run(RunRequest("default", "chain"))
+                await settle(pool, [run.run_id])
+                rows = await pool.fetch(
+                    """SELECT step, started_at, finished_at FROM step_attempts WHERE run_id = $1""",
+                    run.run_id,
                 )
-                await settle(pool, [one.run_id])
-                delay = await pool.fetchval(
-                    """SELECT extract(epoch FROM min(a.started_at) - r.created_at) FROM runs r
+                # Trigger → first step running: one run at a time on an idle worker, from the
+                # creating transaction (runs.created_at) to the first attempt's claim.
+                firsts: list[float] = []
+                for _ in range(triggers):
+                    one = await engine.start_run(RunRequest("default", "pair"))
+                    await settle(pool, [one.run_id])
+                    delay = await pool.fetchval(
+                        """SELECT extract(epoch FROM min(a.started_at) - r.created_at) FROM runs r
                        JOIN step_attempts a ON a.run_id = r.id WHERE r.id = $1 GROUP BY r.created_at""",
-                    one.run_id,
-                )
-                firsts.append(float(delay) * 1000)
-                await asyncio.sleep(0.05)  # the worker goes idle again
-        finally:
-            stop_workers(procs)
+                        one.run_id,
+                    )
+                    firsts.append(float(delay) * 1000)
+                    await asyncio.sleep(0.05)  # the worker goes idle again
+            finally:
+                stop_workers(procs)
     finally:
         await pool.close()
     by = {r["step"]: r for r in rows}
@@ -227,10 +205,9 @@ async def main(quick: bool) -> None:
                 await create_database(server.url, db)
                 url = server.url_for(db)
                 await upgrade_async(url)
-                pool = await create_pool(url, max_size=2)
-                await apply(pool, FAN.format(items=list(range(n))))
-                await apply(pool, PAIR)
-                await pool.close()
+                async with door(url) as engine:
+                    await apply(engine, FAN.format(items=list(range(n))))
+                    await apply(engine, PAIR)
                 rate = await scenario(url, scen, n, workers, 16, base / "art")
                 results.append(rate)
                 print(f"{scen:8} n={n:6} workers={workers}: {rate:8.0f} attempts/s", flush=True)
@@ -238,11 +215,10 @@ async def main(quick: bool) -> None:
         await create_database(server.url, db)
         url = server.url_for(db)
         await upgrade_async(url)
-        pool = await create_pool(url, max_size=2)
         steps = 50 if quick else 200
-        await apply(pool, chain(steps))
-        await apply(pool, PAIR)
-        await pool.close()
+        async with door(url) as engine:
+            await apply(engine, chain(steps))
+            await apply(engine, PAIR)
         triggers = 20 if quick else 100
         (p50, p99), (t50, t99) = await gaps(url, steps, base / "art", triggers)
         print(

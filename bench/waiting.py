@@ -49,13 +49,12 @@ from datetime import datetime
 from pathlib import Path
 
 import asyncpg
-from workers import apply, start_workers, stop_workers
+from workers import apply, door, start_workers, stop_workers
 
-from dirigent.engine.store import runs
+from dirigent.engine import RunRequest
 from dirigent.engine.store.database import create_database, upgrade_async
 from dirigent.engine.store.embedded import EmbeddedPostgres
-from dirigent.engine.store.pool import create_pool, in_transaction
-from dirigent.engine.store.versions import VersionCache
+from dirigent.engine.store.pool import create_pool
 
 PIPELINE = """
 apiVersion: dirigent.dev/v1alpha1
@@ -169,7 +168,9 @@ async def main(args: argparse.Namespace) -> None:
         url = server.url_for("waiting")
         await upgrade_async(url)
         pool = await create_pool(url, max_size=4)
-        await apply(pool, PIPELINE.format(poll=args.poll))
+        engine_cm = door(url)
+        engine = await engine_cm.__aenter__()
+        await apply(engine, PIPELINE.format(poll=args.poll))
         procs = start_workers(
             url, 2, args.concurrency, base / "art", poll_interval=args.worker_poll
         )
@@ -189,19 +190,13 @@ async def main(args: argparse.Namespace) -> None:
                 f" {'pokes':>6} {'overdue_p50':>11} {'overdue_p99':>11}  (ms)"
             )
             tracker = LagTracker(pool)
-            versions = VersionCache()
             per_chunk = max(1, args.tracked * args.chunk // args.n)
             milestones: list[tuple[int, list[float], list[float], list[float]]] = []
             target = 0
             while target < args.n:
                 size = min(args.chunk, args.n - target)
-                created = await in_transaction(
-                    pool,
-                    lambda c, size=size: runs.create_run(
-                        c,
-                        runs.RunRequest("default", "waiting", {"items": list(range(size))}),
-                        versions=versions,
-                    ),
+                created = await engine.start_run(
+                    RunRequest("default", "waiting", {"items": list(range(size))})
                 )
                 target += size
                 deadline = time.monotonic() + 300
@@ -233,6 +228,7 @@ async def main(args: argparse.Namespace) -> None:
             assert done == 0, f"{done} attempts left waiting: the bench is not measuring waits"
         finally:
             stop_workers(procs)
+            await engine_cm.__aexit__(None, None, None)
             await pool.close()
         first, last = milestones[0], milestones[-1]
         print(

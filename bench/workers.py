@@ -1,31 +1,40 @@
-"""What every benchmark shares: applying a manifest and running real `dirigent worker` processes."""
+"""What every benchmark shares: an engine door, applying a manifest, real `dirigent worker` processes.
+
+Benchmarks drive the engine through ``Engine`` like every other process; they read timings
+from the rows afterwards with plain queries, as tests do their assertions.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
 
-from dirigent.engine.applying import apply_manifest
+from dirigent.engine import Engine, EngineSettings
 from dirigent.engine.manifests.loading import parse_manifest, read_text
-from dirigent.engine.plugins import discover
-from dirigent.engine.store.pool import in_transaction
 
 
-async def apply(pool: asyncpg.Pool, text: str) -> None:
+@contextlib.asynccontextmanager
+async def door(url: str, pool_size: int = 4) -> AsyncIterator[Engine]:
+    """The engine's door on a bench database (migrated beforehand)."""
+    settings = EngineSettings(database_url=url, metrics_port=None)
+    async with Engine.open(settings, pool_size=pool_size) as engine:
+        yield engine
+
+
+async def apply(engine: Engine, text: str) -> None:
     """Apply one manifest through the same path every door uses."""
     docs, _ = read_text(text)
     manifest, problems = parse_manifest(docs[0].data)
     assert manifest is not None, problems
-    catalog = discover()
-    await in_transaction(
-        pool, lambda c: apply_manifest(c, manifest, namespace="default", catalog=catalog)
-    )
+    await engine.apply(manifest, "default")
 
 
 def start_workers(

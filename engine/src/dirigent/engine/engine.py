@@ -217,6 +217,23 @@ class Engine:
             )
         )
 
+    async def start_runs(self, requests: list[RunRequest]) -> list[RunCreated]:
+        """Create several runs in one transaction: workers see all of them at once, or none."""
+
+        async def create_all(conn: Connection) -> list[RunCreated]:
+            return [
+                await runs.create_run(
+                    conn,
+                    request,
+                    versions=self.versions,
+                    catalog=self.catalog,
+                    enabled_unsafe=self.enabled_unsafe,
+                )
+                for request in requests
+            ]
+
+        return await self._tx(create_all)
+
     async def cancel_run(self, namespace: str, run_id: int, *, reason: str) -> int:
         """Cancel in one transaction, then tell remote work; returns how many remotes were told."""
         await self._require_run(namespace, run_id)
