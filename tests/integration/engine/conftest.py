@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -32,15 +31,3 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
             p.wait(timeout=20)
         except subprocess.TimeoutExpired:
             p.kill()
-
-
-@pytest.fixture(autouse=True)
-async def no_leaked_tasks() -> AsyncIterator[None]:
-    """Fail a test that leaves asyncio tasks running: a worker or stream not shut down."""
-    before = set(asyncio.all_tasks())
-    yield
-    await asyncio.sleep(0)
-    leaked = [
-        t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()
-    ]
-    assert not leaked, f"tasks left running: {leaked}"

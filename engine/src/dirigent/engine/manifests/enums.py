@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import re
+from typing import Final
 
 
 class _CamelEnum(enum.StrEnum):
@@ -48,8 +49,11 @@ class Priority(_CamelEnum):
 
     @property
     def rank(self) -> int:
-        """Claim order: higher is claimed first."""
-        return {"Low": 0, "Normal": 1, "High": 2}[self.value]
+        """Claim order: higher is claimed first. The one definition; the table's CHECK uses it."""
+        return PRIORITY_RANKS[self]
+
+
+PRIORITY_RANKS: Final[dict[Priority, int]] = {Priority.LOW: 0, Priority.NORMAL: 1, Priority.HIGH: 2}
 
 
 class Importance(_CamelEnum):

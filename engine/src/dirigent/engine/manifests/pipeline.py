@@ -22,10 +22,12 @@ from dirigent.engine.manifests.enums import (
     TimeoutOutcome,
     TriggerRule,
 )
-from dirigent.sdk.names import EntityName, StepName
+from dirigent.sdk.names import BLOCK_ID_PATTERN, EntityName, StepName
+from dirigent.sdk.plugins import PLUGIN_ID_PATTERN
 from dirigent.sdk.units import Duration
 
-BLOCK_ID_PATTERN = r"^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$"
+# Block ids are the SDK's rule (dotted: `family.name`); notifier ids are plugin-style ids
+# (`log`, `slack`, `acme.pager`), the same rule the SDK applies to plugin ids.
 BlockId = Annotated[
     str,
     Field(
@@ -102,7 +104,7 @@ class Alert(Model):
     name: EntityName
     event: AlertEvent
     notifier: Annotated[
-        str, Field(pattern=BLOCK_ID_PATTERN, description="A notifier id, such as log.")
+        str, Field(pattern=PLUGIN_ID_PATTERN, description="A notifier id, such as log.")
     ]
     connection: EntityName | None = None
     subject: str | None = None

@@ -37,6 +37,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP
 from sqlalchemy.types import UserDefinedType
 
+from dirigent.engine.manifests.enums import Priority
+
 # Deterministic constraint names: migrations can drop or alter them by name later, and
 # autogenerate comparisons do not depend on server-chosen names.
 NAMING_CONVENTION: Final[dict[str, str]] = {
@@ -77,9 +79,9 @@ LOG_LEVEL: Final = ("debug", "info", "warning", "error")
 WORKER_STATUS: Final = ("active", "gone", "stopped")
 
 # Priority is a small integer so the claim can ORDER BY it directly.
-PRIORITY_LOW: Final = 0
-PRIORITY_NORMAL: Final = 1
-PRIORITY_HIGH: Final = 2
+PRIORITY_LOW: Final = Priority.LOW.rank
+PRIORITY_NORMAL: Final = Priority.NORMAL.rank
+PRIORITY_HIGH: Final = Priority.HIGH.rank
 
 
 def _ts(name: str, *, nullable: bool = True, now: bool = False) -> Column[Any]:

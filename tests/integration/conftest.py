@@ -1,0 +1,27 @@
+"""Guards every integration test shares."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator
+
+import pytest
+
+
+@pytest.fixture
+async def _task_guard() -> AsyncIterator[None]:
+    before = set(asyncio.all_tasks())
+    yield
+    await asyncio.sleep(0)
+    leaked = [
+        t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()
+    ]
+    assert not leaked, f"tasks left running: {leaked}"
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_tasks(request: pytest.FixtureRequest) -> None:
+    """Fail an async test that leaves asyncio tasks running: a worker or stream not shut down."""
+    if inspect.iscoroutinefunction(request.function):
+        request.getfixturevalue("_task_guard")
