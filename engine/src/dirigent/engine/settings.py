@@ -109,6 +109,15 @@ class EngineSettings(BaseSettings):
     heartbeat_interval: Span = dt.timedelta(seconds=10)
     stuck_run: Span = dt.timedelta(hours=1)
     sweep_interval: Seconds = Field(default=5.0, gt=0)
+    max_recoveries: int = Field(
+        default=5,
+        ge=1,
+        description="Expired leases recovered for one attempt before it fails instead.",
+    )
+    unclaimable_after: Span = Field(
+        default=dt.timedelta(minutes=10),
+        description="A queued attempt no live worker can execute fails after this long.",
+    )
     metrics_port: int | None = Field(
         default=9464,
         ge=0,

@@ -101,6 +101,7 @@ class Parking:
     message: str | None = None
     progress: float | None = None
     gone_count: int = 0
+    probe_errors: int = 0
     input: Any = None
     logs: list[LogLine] = field(default_factory=list)
 
@@ -122,9 +123,10 @@ async def park_many(conn: asyncpg.Connection, worker_id: str, parkings: list[Par
             SET status = 'waiting', next_poll_at = now() + p.poll, lease_owner = NULL,
                 lease_expires_at = NULL, handle = COALESCE(p.handle::jsonb, a.handle),
                 cursor = p.cursor::jsonb, wait_message = p.msg, wait_progress = p.prog,
-                gone_count = p.gone, input = COALESCE(p.input::jsonb, a.input)
+                gone_count = p.gone, input = COALESCE(p.input::jsonb, a.input), probe_errors = p.errs
             FROM unnest($1::bigint[], $2::interval[], $3::text[], $4::text[], $5::text[],
-                        $6::float8[], $7::int[], $8::text[]) AS p(id, poll, handle, cursor, msg, prog, gone, input)
+                        $6::float8[], $7::int[], $8::text[], $17::int[])
+                 AS p(id, poll, handle, cursor, msg, prog, gone, input, errs)
             WHERE a.id = p.id AND a.lease_owner = $9 AND a.status = 'running'
             RETURNING a.id
         ),
@@ -147,6 +149,7 @@ async def park_many(conn: asyncpg.Connection, worker_id: str, parkings: list[Par
         [_json(p.input) for p in parkings],
         worker_id,
         *_log_columns(logs),
+        [p.probe_errors for p in parkings],
     )
     return {r["id"] for r in rows}
 
