@@ -84,7 +84,7 @@ async def test_manual_retry_resumes_from_the_failed_step_only(h: Harness, tmp_pa
         assert await h.steps(run.run_id) == {
             "first": "succeeded",
             "second": "failed",
-            "third": "skipped",
+            "third": "upstream_failed",
         }
         retried = await in_transaction(
             h.pool,

@@ -336,7 +336,7 @@ async def cancel_run(
     )
     await conn.execute(
         """UPDATE run_steps SET status = 'cancelled', finished_at = now()
-           WHERE run_id = $1 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')""",
+           WHERE run_id = $1 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled', 'upstream_failed')""",
         run_id,
     )
     await conn.execute(
