@@ -401,17 +401,27 @@ async def settle_many(
 
 
 async def _cancel_open_items(conn: asyncpg.Connection, run_id: int, step: str) -> None:
-    """FailFast: the other items of a failed fan-out stop (a worker holding one discards it)."""
+    """FailFast: the other items of a failed fan-out stop (a worker holding one discards it).
+
+    The cancelled items are counted, so a manual retry that reopens them finds the counters
+    equal to the rows; an attempt holding a remote handle joins the cancel outbox.
+    """
     await conn.execute(
         """UPDATE step_attempts SET status = 'cancelled', finished_at = now(), lease_owner = NULL,
-                  error_message = 'another item failed (onItemFailure: FailFast)'
+                  lease_expires_at = NULL, error_message = 'another item failed (onItemFailure: FailFast)'
            WHERE run_id = $1 AND step = $2 AND status IN ('pending', 'queued', 'waiting', 'running')""",
         run_id,
         step,
     )
     await conn.execute(
-        """UPDATE run_items SET status = 'cancelled', finished_at = now()
-           WHERE run_id = $1 AND step = $2 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')""",
+        """WITH c AS (
+               UPDATE run_items SET status = 'cancelled', finished_at = now()
+               WHERE run_id = $1 AND step = $2
+                 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')
+               RETURNING 1
+           )
+           UPDATE run_steps SET items_cancelled = items_cancelled + (SELECT count(*) FROM c)
+           WHERE run_id = $1 AND step = $2""",
         run_id,
         step,
     )

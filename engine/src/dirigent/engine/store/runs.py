@@ -330,8 +330,14 @@ async def cancel_run(
         reason,
     )
     await conn.execute(
-        """UPDATE run_items SET status = 'cancelled', finished_at = now()
-           WHERE run_id = $1 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')""",
+        """WITH c AS (
+               UPDATE run_items SET status = 'cancelled', finished_at = now()
+               WHERE run_id = $1 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')
+               RETURNING step
+           ),
+           n AS (SELECT step, count(*) AS n FROM c GROUP BY step)
+           UPDATE run_steps s SET items_cancelled = s.items_cancelled + n.n
+           FROM n WHERE s.run_id = $1 AND s.step = n.step""",
         run_id,
     )
     await conn.execute(
