@@ -213,6 +213,22 @@ async def settle_many(
     worker_ids = {o.worker_id for o in outcomes}
     assert len(worker_ids) == 1, "a batch comes from one worker"
     run_ids = sorted({o.attempt.run_id for o in outcomes})
+    pipelines = {o.attempt.id: await versions.get(conn, o.attempt.version_id) for o in outcomes}
+    queue_runs = sorted(
+        {
+            o.attempt.run_id
+            for o in outcomes
+            if pipelines[o.attempt.id].spec.concurrency is ConcurrencyPolicy.QUEUE
+        }
+    )
+    if queue_runs:
+        # A run settling may start the next queued one, which locks its pipeline: pipelines
+        # are locked before runs, everywhere.
+        await conn.execute(
+            """SELECT 1 FROM pipelines WHERE id IN (SELECT pipeline_id FROM runs WHERE id = ANY($1))
+               ORDER BY id FOR NO KEY UPDATE""",
+            queue_runs,
+        )
     # Lock in id order (no two batches deadlock), and note progress in the same statement.
     locked = {
         r["id"]: r
@@ -223,7 +239,6 @@ async def settle_many(
             run_ids,
         )
     }
-    pipelines = {o.attempt.id: await versions.get(conn, o.attempt.version_id) for o in outcomes}
     retrying = {o.attempt.id for o in outcomes if _will_retry(o, pipelines[o.attempt.id])}
     logs = [(o.attempt, ln) for o in outcomes for ln in o.logs]
     arts = [(o.attempt, o.artifact) for o in outcomes if o.artifact is not None]

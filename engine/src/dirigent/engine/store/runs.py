@@ -285,25 +285,34 @@ async def create_run(
 async def start_queued_run(
     conn: asyncpg.Connection, pipeline_id: int, versions: VersionCache
 ) -> int | None:
-    """Start the oldest queued run of a pipeline when none is running (concurrency: Queue)."""
-    running = await conn.fetchval(
-        "SELECT 1 FROM runs WHERE pipeline_id = $1 AND status = 'running' LIMIT 1", pipeline_id
-    )
-    if running:
-        return None
-    row = await conn.fetchrow(
-        """SELECT id, version_id FROM runs WHERE pipeline_id = $1 AND status = 'queued'
-           ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED""",
-        pipeline_id,
-    )
-    if row is None:
-        return None
-    await conn.execute(
-        "UPDATE runs SET status = 'running', started_at = now(), last_progress_at = now() WHERE id = $1",
-        row["id"],
-    )
-    await advance_run(conn, row["id"], await versions.get(conn, row["version_id"]))
-    return int(row["id"])
+    """Start the oldest queued run of a pipeline when none is running (concurrency: Queue).
+
+    The pipeline row is locked first, as ``create_run`` locks it, so two sweepers (or a
+    sweeper and a settling run) never both read "nothing running" and start two runs. A run
+    that settles the moment it starts (nothing to do) hands over to the next at once.
+    Returns the run left running, if any.
+    """
+    await conn.execute("SELECT 1 FROM pipelines WHERE id = $1 FOR NO KEY UPDATE", pipeline_id)
+    while True:
+        running = await conn.fetchval(
+            "SELECT 1 FROM runs WHERE pipeline_id = $1 AND status = 'running' LIMIT 1", pipeline_id
+        )
+        if running:
+            return None
+        row = await conn.fetchrow(
+            """SELECT id, version_id FROM runs WHERE pipeline_id = $1 AND status = 'queued'
+               ORDER BY id LIMIT 1 FOR UPDATE""",
+            pipeline_id,
+        )
+        if row is None:
+            return None
+        await conn.execute(
+            "UPDATE runs SET status = 'running', started_at = now(), last_progress_at = now() WHERE id = $1",
+            row["id"],
+        )
+        advanced = await advance_run(conn, row["id"], await versions.get(conn, row["version_id"]))
+        if advanced.run_status is None:
+            return int(row["id"])
 
 
 async def cancel_run(
@@ -314,6 +323,12 @@ async def cancel_run(
     Queued, pending, waiting and running attempts become cancelled; a worker holding one
     finds its lease gone when it settles and discards its result.
     """
+    # Lock order, as everywhere: the pipeline row, then the run row.
+    await conn.execute(
+        """SELECT 1 FROM pipelines WHERE id = (SELECT pipeline_id FROM runs WHERE id = $1)
+           FOR NO KEY UPDATE""",
+        run_id,
+    )
     row = await conn.fetchrow(
         "SELECT status, pipeline_id FROM runs WHERE id = $1 FOR UPDATE", run_id
     )
