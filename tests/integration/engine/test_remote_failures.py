@@ -6,10 +6,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from dirigent.engine.runtime.cancelling import cancel_run
 from tests.integration.engine.harness import Harness
 
 
-def remote(tmp: Path, *, retry: int = 3, extra: str = "", name: str = "remote") -> str:
+def remote(
+    tmp: Path, *, retry: int = 3, extra: str = "", name: str = "remote", polls: int = 2
+) -> str:
     return f"""
 apiVersion: dirigent.dev/v1alpha1
 kind: Pipeline
@@ -20,7 +23,7 @@ spec:
       block: testing.remote
       poll: 100ms
       retry: {{maxAttempts: {retry}, backoff: 100ms}}
-      config: {{dir: "{tmp}", polls: 2{extra}}}
+      config: {{dir: "{tmp}", polls: {polls}{extra}}}
 """
 
 
@@ -77,3 +80,94 @@ async def test_a_probe_error_budget_cancels_the_remote_then_fails_transient(
     assert job["handle"] is not None
     assert kinds(tmp_path).count("probe") == 5
     assert kinds(tmp_path)[-1] == "cancel"
+
+
+async def cancelled_refs(tmp: Path) -> set[str]:
+    return {e[1] for e in events(tmp) if e[0] == "cancel"}
+
+
+async def submitted(tmp: Path) -> list[str]:
+    return [e[1] for e in events(tmp) if e[0] == "submit"]
+
+
+async def test_replace_tells_the_replaced_runs_remote_to_cancel(h: Harness, tmp_path: Path) -> None:
+    await h.apply(
+        remote(tmp_path, polls=100000, name="replace").replace(
+            "spec:\n", "spec:\n  concurrency: Replace\n"
+        )
+    )
+    first = await h.run("replace")
+    async with h.workers(1):
+
+        async def parked() -> bool:
+            return bool(
+                await h.fetchval("SELECT count(*) FROM step_attempts WHERE handle IS NOT NULL")
+            )
+
+        await wait_for(parked)
+        [ref] = await submitted(tmp_path)
+        second = await h.run("replace")
+        assert second.replaced == (first.run_id,)
+
+        async def told() -> bool:
+            return ref in await cancelled_refs(tmp_path)
+
+        await wait_for(told)
+
+
+async def test_fail_fast_tells_the_other_items_remotes_to_cancel(
+    h: Harness, tmp_path: Path
+) -> None:
+    await h.apply(f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: fast}}
+spec:
+  steps:
+    each:
+      block: testing.remote
+      poll: 100ms
+      forEach: [{{o: failed, p: 3}}, {{o: succeeded, p: 100000}}, {{o: succeeded, p: 100000}}]
+      config: {{dir: "{tmp_path}", outcome: "${{item.o}}", polls: "${{item.p}}"}}
+""")
+    run = await h.run("fast")
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "failed"
+        refs = {
+            a["handle"]["ref"] for a in await h.attempts(run.run_id) if a["status"] == "cancelled"
+        }
+        assert len(refs) == 2
+
+        async def told() -> bool:
+            return refs <= await cancelled_refs(tmp_path)
+
+        await wait_for(told)
+
+
+async def test_a_cancel_while_execute_is_submitting_still_cancels_the_job(
+    h: Harness, tmp_path: Path
+) -> None:
+    await h.apply(remote(tmp_path, polls=100000, extra=", submit_sleep: 1.0", name="slow"))
+    run = await h.run("slow")
+    async with h.workers(1):
+
+        async def submitting() -> bool:
+            return bool(await submitted(tmp_path))
+
+        await wait_for(submitting)
+        await cancel_run(
+            h.pool,
+            run.run_id,
+            reason="test",
+            catalog=h.catalog,
+            storage=h.storage,
+            versions=h.versions,
+        )
+        [ref] = await submitted(tmp_path)
+
+        async def told() -> bool:
+            return ref in await cancelled_refs(tmp_path)
+
+        await wait_for(told)
+    [job] = await h.attempts(run.run_id, "job")
+    assert job["status"] == "cancelled" and job["handle"]["ref"] == ref

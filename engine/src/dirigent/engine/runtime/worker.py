@@ -26,7 +26,7 @@ import structlog
 
 from dirigent.engine.metrics import WorkerMetrics
 from dirigent.engine.plugins import Catalog
-from dirigent.engine.runtime import recording
+from dirigent.engine.runtime import cancelling, recording
 from dirigent.engine.runtime.executing import Settings, execute_attempt, failure
 from dirigent.engine.storage import FileStorage
 from dirigent.engine.store import claims
@@ -333,6 +333,7 @@ class Worker:
                 conn, max_recoveries=self.config.max_recoveries
             )
         await self._fail_exhausted()
+        await cancelling.tell_owed_remotes(self.pool, catalog=self.catalog, storage=self.storage)
         async with self._conn() as conn:
             gone = await workers_store.mark_gone(conn, self.config.lease * 3)
             stuck = await workers_store.detect_stuck(conn, self.config.stuck_run)

@@ -151,7 +151,21 @@ async def park_many(conn: asyncpg.Connection, worker_id: str, parkings: list[Par
         *_log_columns(logs),
         [p.probe_errors for p in parkings],
     )
-    return {r["id"] for r in rows}
+    parked = {r["id"] for r in rows}
+    orphans = [p for p in parkings if p.attempt.id not in parked and p.handle is not None]
+    if orphans:
+        # Cancelled while execute was submitting: the job exists, so its handle joins the
+        # cancel outbox instead of being dropped.
+        await conn.execute(
+            """UPDATE step_attempts a SET handle = o.handle::jsonb,
+                      input = COALESCE(a.input, o.input::jsonb)
+               FROM unnest($1::bigint[], $2::text[], $3::text[]) AS o(id, handle, input)
+               WHERE a.id = o.id AND a.status = 'cancelled' AND a.handle IS NULL""",
+            [p.attempt.id for p in orphans],
+            [_json(p.handle) for p in orphans],
+            [_json(p.input) for p in orphans],
+        )
+    return parked
 
 
 def _log_columns(logs: list[tuple[Claimed, LogLine]]) -> list[list[Any]]:

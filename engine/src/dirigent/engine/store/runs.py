@@ -375,3 +375,34 @@ async def cancel_run(
     await start_queued_run(conn, row["pipeline_id"], versions)
     await notify_work(conn)
     return [dict(h) for h in handles if h["handle"] is not None]
+
+
+async def take_owed_remote_cancels(
+    conn: asyncpg.Connection, *, run_id: int | None = None, limit: int = 100
+) -> list[dict[str, Any]]:
+    """Cancelled attempts holding a remote handle nobody told yet; marked told as taken.
+
+    Every path that cancels an attempt (a run cancelled or replaced, FailFast, a cancel that
+    raced a submit) leaves its handle here; the canceller and every worker's sweeper drain it,
+    so a remote job is told even when the process that cancelled died first.
+    """
+    rows = await conn.fetch(
+        """
+        WITH owed AS (
+            SELECT id FROM step_attempts
+            WHERE status = 'cancelled' AND handle IS NOT NULL AND remote_cancelled_at IS NULL
+              AND ($1::bigint IS NULL OR run_id = $1)
+            ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED
+        ),
+        told AS (
+            UPDATE step_attempts a SET remote_cancelled_at = now() FROM owed WHERE a.id = owed.id
+            RETURNING a.id, a.run_id, a.run_item_id, a.step, a.block, a.handle, a.input, a.item_index
+        )
+        SELECT t.*, r.namespace, p.name AS pipeline
+        FROM told t JOIN runs r ON r.id = t.run_id JOIN pipelines p ON p.id = r.pipeline_id
+        ORDER BY t.id
+        """,
+        run_id,
+        limit,
+    )
+    return [dict(r) for r in rows]
