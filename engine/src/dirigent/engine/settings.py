@@ -114,10 +114,6 @@ class EngineSettings(BaseSettings):
         ge=1,
         description="Expired leases recovered for one attempt before it fails instead.",
     )
-    unclaimable_after: Span = Field(
-        default=dt.timedelta(minutes=10),
-        description="A queued attempt no live worker can execute fails after this long.",
-    )
     metrics_port: int | None = Field(
         default=9464,
         ge=0,

@@ -330,9 +330,9 @@ class TickSensor(Sensor[TickConfig, TickOutput]):
     async def poke(self, config: TickConfig, ctx: StepContext) -> TickOutput | NotYet:
         cursor = dict(ctx.cursor or {})
         now = time.time()
-        count = int(cursor.get("n", 0)) + 1
+        count = int(str(cursor.get("n", 0))) + 1
         if "at" in cursor:
-            append_line(config.path, f"{now - float(cursor['at']) - config.poll:.4f} {cursor}")
+            append_line(config.path, f"{now - float(str(cursor['at'])) - config.poll:.4f} {cursor}")
         else:
             append_line(config.path, f"first {cursor}")
         if count >= config.pokes:

@@ -28,7 +28,6 @@ def worker_config(settings: EngineSettings) -> WorkerConfig:
         sweep_interval=settings.sweep_interval,
         stuck_run=settings.stuck_run,
         max_recoveries=settings.max_recoveries,
-        unclaimable_after=settings.unclaimable_after,
         retention_runs=settings.retention_runs,
         retention_logs=settings.retention_logs,
         enabled_unsafe=frozenset(settings.enabled_unsafe_blocks),

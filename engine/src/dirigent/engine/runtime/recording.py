@@ -100,15 +100,19 @@ async def record(
 
     try:
         result = await one(outcomes, parkings)
-        return [(e, result) for e in (*outcomes, *parkings)]
+        return [(e, result) for e in _entries(outcomes, parkings)]
     except Exception:
         if len(outcomes) + len(parkings) == 1:
             return await _alone(one, worker_id, (outcomes or parkings)[0])
         log.exception("attempt.batch_write_failed", attempts=len(outcomes) + len(parkings))
     written: list[tuple[Entry, Any]] = []
-    for entry in (*outcomes, *parkings):
+    for entry in _entries(outcomes, parkings):
         written += await _alone(one, worker_id, entry)
     return written
+
+
+def _entries(outcomes: list[Outcome], parkings: list[Parking]) -> list[Entry]:
+    return [*outcomes, *parkings]
 
 
 async def _alone(

@@ -55,7 +55,6 @@ class WorkerConfig:
     sweep_interval: float = 5.0
     stuck_run: dt.timedelta = dt.timedelta(hours=1)
     max_recoveries: int = 5  # lost leases before an attempt fails instead of running again
-    unclaimable_after: dt.timedelta = dt.timedelta(minutes=10)
     retention_runs: dt.timedelta | None = None  # unset: nothing is deleted unless asked
     retention_logs: dt.timedelta | None = None
     enabled_unsafe: frozenset[str] = frozenset()
@@ -268,6 +267,9 @@ class Worker:
         self, conn: asyncpg.Connection, outcomes: list[Outcome], parkings: list[Parking]
     ) -> tuple[set[int], dict[int, outcome_store.Settled]]:
         """One writer transaction: parkings and outcomes together (see ``store.outcomes``)."""
+        await outcome_store.lock_batch(
+            conn, [o.attempt for o in outcomes] + [p.attempt for p in parkings], self.versions
+        )
         parked = await outcome_store.park_many(conn, self.id, parkings)
         settled = await outcome_store.settle_many(conn, outcomes, self.versions)
         return parked, {o.attempt.id: s for o, s in zip(outcomes, settled, strict=True)}

@@ -122,7 +122,7 @@ async def park_many(conn: asyncpg.Connection, worker_id: str, parkings: list[Par
             UPDATE step_attempts a
             SET status = 'waiting', next_poll_at = now() + p.poll, lease_owner = NULL,
                 lease_expires_at = NULL, handle = COALESCE(p.handle::jsonb, a.handle),
-                cursor = p.cursor::jsonb, wait_message = p.msg, wait_progress = p.prog,
+                cursor = COALESCE(p.cursor::jsonb, a.cursor), wait_message = p.msg, wait_progress = p.prog,
                 gone_count = p.gone, input = COALESCE(p.input::jsonb, a.input), probe_errors = p.errs
             FROM unnest($1::bigint[], $2::interval[], $3::text[], $4::text[], $5::text[],
                         $6::float8[], $7::int[], $8::text[], $17::int[])
@@ -208,6 +208,37 @@ async def _write_log_batch(conn: asyncpg.Connection, rows: list[tuple[Claimed, L
     )
 
 
+async def lock_batch(
+    conn: asyncpg.Connection, attempts: list[Claimed], versions: VersionCache
+) -> None:
+    """Take a writer transaction's locks before any write, in the one global order.
+
+    Pipelines first (only those whose pinned version queues runs: a run settling may start
+    the next queued one, which locks its pipeline), then every run the batch touches, in id
+    order. Writing a parking's log line first would take a key-share lock on its run, and a
+    settle would then wait on another run while holding it: two workers could deadlock.
+    """
+    if not attempts:
+        return
+    queue_runs = sorted(
+        {
+            a.run_id
+            for a in attempts
+            if (await versions.get(conn, a.version_id)).spec.concurrency is ConcurrencyPolicy.QUEUE
+        }
+    )
+    if queue_runs:
+        await conn.execute(
+            """SELECT 1 FROM pipelines WHERE id IN (SELECT pipeline_id FROM runs WHERE id = ANY($1))
+               ORDER BY id FOR NO KEY UPDATE""",
+            queue_runs,
+        )
+    await conn.execute(
+        "SELECT 1 FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+        sorted({a.run_id for a in attempts}),
+    )
+
+
 async def settle(conn: asyncpg.Connection, outcome: Outcome, versions: VersionCache) -> Settled:
     """Record one attempt's outcome; see ``settle_many``."""
     return (await settle_many(conn, [outcome], versions))[0]
@@ -228,21 +259,7 @@ async def settle_many(
     assert len(worker_ids) == 1, "a batch comes from one worker"
     run_ids = sorted({o.attempt.run_id for o in outcomes})
     pipelines = {o.attempt.id: await versions.get(conn, o.attempt.version_id) for o in outcomes}
-    queue_runs = sorted(
-        {
-            o.attempt.run_id
-            for o in outcomes
-            if pipelines[o.attempt.id].spec.concurrency is ConcurrencyPolicy.QUEUE
-        }
-    )
-    if queue_runs:
-        # A run settling may start the next queued one, which locks its pipeline: pipelines
-        # are locked before runs, everywhere.
-        await conn.execute(
-            """SELECT 1 FROM pipelines WHERE id IN (SELECT pipeline_id FROM runs WHERE id = ANY($1))
-               ORDER BY id FOR NO KEY UPDATE""",
-            queue_runs,
-        )
+    await lock_batch(conn, [o.attempt for o in outcomes], versions)
     # Lock in id order (no two batches deadlock), and note progress in the same statement.
     locked = {
         r["id"]: r

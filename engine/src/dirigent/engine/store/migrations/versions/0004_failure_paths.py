@@ -1,5 +1,5 @@
 """Failure paths: upstream_failed, probe-error and recovery counts, the remote-cancel outbox,
-per-run manual retry keys, and the blocks each worker offers.
+and per-run manual retry keys.
 
 Revision ID: 0004_failure_paths
 Revises: 0003_stuck_runs
@@ -40,15 +40,6 @@ def upgrade() -> None:
         "step_attempts",
         sa.Column("remote_cancelled_at", postgresql.TIMESTAMP(timezone=True), nullable=True),
     )
-    op.add_column(
-        "workers",
-        sa.Column(
-            "blocks",
-            postgresql.JSONB(astext_type=sa.Text()),
-            server_default=sa.text("'[]'::jsonb"),
-            nullable=False,
-        ),
-    )
     # Manual retry keys were stored as "<key>#<item>" and unique across runs.
     op.drop_index("uq_step_attempts_idempotency_key", table_name="step_attempts")
     op.execute(
@@ -87,7 +78,6 @@ def downgrade() -> None:
         unique=True,
         postgresql_where=sa.text("idempotency_key IS NOT NULL"),
     )
-    op.drop_column("workers", "blocks")
     for name in ("remote_cancelled_at", "recoveries", "probe_errors"):
         op.drop_column("step_attempts", name)
     op.execute("UPDATE run_steps SET status = 'skipped' WHERE status = 'upstream_failed'")
