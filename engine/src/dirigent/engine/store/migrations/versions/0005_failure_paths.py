@@ -1,8 +1,8 @@
 """Failure paths: upstream_failed, probe-error and recovery counts, the remote-cancel outbox,
 and per-run manual retry keys.
 
-Revision ID: 0004_failure_paths
-Revises: 0003_stuck_runs
+Revision ID: 0005_failure_paths
+Revises: 0004_engine_events
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0004_failure_paths"
-down_revision: str | None = "0003_stuck_runs"
+revision: str = "0005_failure_paths"
+down_revision: str | None = "0004_engine_events"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
