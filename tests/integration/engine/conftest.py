@@ -16,6 +16,30 @@ from tests.integration.engine.harness import Harness, harness
 async def h(db_url: str, tmp_path: Path) -> AsyncIterator[Harness]:
     async with harness(db_url, tmp_path / "artifacts") as found:
         yield found
+        # After every scenario: a fan-out step's counters are exactly its items' statuses.
+        assert await counter_drift(found) == []
+
+
+COUNTERS = """
+SELECT s.run_id, s.step,
+       (s.items_succeeded, s.items_failed, s.items_skipped, s.items_cancelled) AS counted,
+       (count(*) FILTER (WHERE i.status = 'succeeded'), count(*) FILTER (WHERE i.status = 'failed'),
+        count(*) FILTER (WHERE i.status = 'skipped'), count(*) FILTER (WHERE i.status = 'cancelled'))
+           AS grouped
+FROM run_steps s LEFT JOIN run_items i ON i.run_id = s.run_id AND i.step = s.step
+WHERE s.items IS NOT NULL
+GROUP BY s.id
+"""
+
+
+async def counter_drift(h: Harness) -> list[tuple[int, str, object, object]]:
+    async with h.pool.acquire() as conn:
+        rows = await conn.fetch(COUNTERS)
+    return [
+        (r["run_id"], r["step"], tuple(r["counted"]), tuple(r["grouped"]))
+        for r in rows
+        if tuple(r["counted"]) != tuple(r["grouped"])
+    ]
 
 
 @pytest.fixture

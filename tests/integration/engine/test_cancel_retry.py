@@ -84,7 +84,7 @@ async def test_manual_retry_resumes_from_the_failed_step_only(h: Harness, tmp_pa
         assert await h.steps(run.run_id) == {
             "first": "succeeded",
             "second": "failed",
-            "third": "skipped",
+            "third": "upstream_failed",
         }
         retried = await in_transaction(
             h.pool,
@@ -188,3 +188,35 @@ spec:
             lambda c: retry_step(c, run.run_id, "fine", idempotency_key="x", versions=h.versions),
         )
     assert refused.value.problems[0].code == "retry.step.not_failed"
+
+
+async def test_manual_retry_of_a_fail_fast_fan_out_settles_and_counters_match_rows(
+    h: Harness, tmp_path: Path
+) -> None:
+    await h.apply(f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: fast}}
+spec:
+  steps:
+    each: {{block: testing.flaky, forEach: [1, 2, 3, 4], config: {{needs: "{tmp_path}/ok-${{item}}"}}}}
+    after: {{block: core.noop, dependsOn: [each]}}
+""")
+    run = await h.run("fast")
+    async with h.workers(1, concurrency=1):
+        assert await h.until_settled(run.run_id) == "failed"
+        counts = await h.fetchval(
+            "SELECT row(items_failed, items_cancelled)::text FROM run_steps "
+            "WHERE run_id = $1 AND step = 'each'",
+            run.run_id,
+        )
+        assert counts == "(1,3)", "FailFast counts the items it cancelled"
+        for n in (1, 2, 3, 4):
+            (tmp_path / f"ok-{n}").touch()
+        retried = await in_transaction(
+            h.pool,
+            lambda c: retry_step(c, run.run_id, "each", idempotency_key="k", versions=h.versions),
+        )
+        assert len(retried.attempt_ids) == 4
+        assert await h.until_settled(run.run_id) == "succeeded"
+    assert await h.steps(run.run_id) == {"each": "succeeded", "after": "succeeded"}

@@ -53,7 +53,12 @@ async def test_all_success_skips_downstream_of_a_failure_and_propagates(h: Harne
 """,
     )
     assert status == "failed"
-    assert steps == {"a": "failed", "b": "skipped", "c": "skipped", "side": "succeeded"}
+    assert steps == {
+        "a": "failed",
+        "b": "upstream_failed",
+        "c": "upstream_failed",
+        "side": "succeeded",
+    }
 
 
 async def test_one_failed_runs_the_error_handler_only_on_failure(h: Harness) -> None:
@@ -78,7 +83,7 @@ async def test_one_failed_is_skipped_when_nothing_failed(h: Harness) -> None:
     assert (status, steps) == ("succeeded", {"work": "succeeded", "handler": "skipped"})
 
 
-async def test_all_done_runs_after_a_failure_but_not_after_a_skip(h: Harness) -> None:
+async def test_all_done_runs_after_a_failure_and_after_an_upstream_failed(h: Harness) -> None:
     status, steps = await outcome(
         h,
         """
@@ -92,8 +97,8 @@ async def test_all_done_runs_after_a_failure_but_not_after_a_skip(h: Harness) ->
     assert steps == {
         "bad": "failed",
         "after_bad": "succeeded",
-        "skipped": "skipped",
-        "after_skip": "skipped",
+        "skipped": "upstream_failed",
+        "after_skip": "succeeded",
     }
 
 
@@ -106,7 +111,7 @@ async def test_always_runs_after_anything(h: Harness) -> None:
     cleanup: {block: core.noop, dependsOn: [bad, skipped], rule: Always}
 """,
     )
-    assert steps == {"bad": "failed", "skipped": "skipped", "cleanup": "succeeded"}
+    assert steps == {"bad": "failed", "skipped": "upstream_failed", "cleanup": "succeeded"}
     assert status == "failed"
 
 
@@ -170,7 +175,7 @@ async def test_items_fail_fast_fails_the_step_and_stops_the_rest(h: Harness) -> 
     after: {block: core.noop, dependsOn: [each]}
 """,
     )
-    assert (status, steps) == ("failed", {"each": "failed", "after": "skipped"})
+    assert (status, steps) == ("failed", {"each": "failed", "after": "upstream_failed"})
 
 
 async def test_an_empty_fan_out_is_skipped(h: Harness) -> None:

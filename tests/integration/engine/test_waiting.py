@@ -151,3 +151,21 @@ spec:
     assert (job["error_class"], job["error_code"]) == ("transient", "engine.remote.deadline")
     kinds = [e[0] for e in events(tmp_path)]
     assert kinds.count("submit") == 1 and kinds.count("cancel") == 1
+
+
+async def test_not_yet_without_a_cursor_keeps_the_stored_cursor(h: Harness, tmp_path: Path) -> None:
+    path = tmp_path / "ticks.log"
+    await h.apply(f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: keep}}
+spec:
+  steps:
+    tick: {{block: testing.tick, poll: 50ms, config: {{path: "{path}", poll: 0.05, cursor_once: true}}}}
+""")
+    await h.run("keep")
+    async with h.workers(1):
+        while not path.exists() or len(path.read_text().splitlines()) < 5:
+            await asyncio.sleep(0.05)
+    lines = path.read_text().splitlines()
+    assert sum(ln.startswith("first") for ln in lines) == 1, lines

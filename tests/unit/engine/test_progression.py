@@ -18,24 +18,45 @@ from dirigent.engine.progression import (
 S, F, K, C = "succeeded", "failed", "skipped", "cancelled"
 
 
+U = "upstream_failed"
+ALL = (S, F, U, K, C, None)  # None: not terminal yet
+
+
+def airflow(rule: TriggerRule, outcomes: tuple[str | None, ...]) -> Decision:
+    """Airflow's table, written independently of ``decide``."""
+    failed = F in outcomes or U in outcomes
+    done = None not in outcomes
+    if rule is TriggerRule.ALL_SUCCESS:
+        if failed:
+            return Decision.UPSTREAM_FAILED
+        if not done:
+            return Decision.WAIT
+        return Decision.SKIP if K in outcomes or C in outcomes else Decision.READY
+    if rule is TriggerRule.ONE_FAILED:
+        if failed:
+            return Decision.READY
+        return Decision.SKIP if done else Decision.WAIT
+    return Decision.READY if done else Decision.WAIT
+
+
+@pytest.mark.parametrize("rule", list(TriggerRule))
+def test_decide_over_every_combination_of_two_upstreams(rule: TriggerRule) -> None:
+    for a in ALL:
+        assert decide(rule, [a]) is airflow(rule, (a,)), (rule, a)
+        for b in ALL:
+            assert decide(rule, [a, b]) is airflow(rule, (a, b)), (rule, a, b)
+
+
 @pytest.mark.parametrize(
     ("rule", "outcomes", "expected"),
     [
-        (TriggerRule.ALL_SUCCESS, [S, S], Decision.READY),
-        (TriggerRule.ALL_SUCCESS, [S, None], Decision.WAIT),
-        (
-            TriggerRule.ALL_SUCCESS,
-            [F, None],
-            Decision.SKIP,
-        ),  # unsatisfiable forever: decided at once
+        (TriggerRule.ALL_SUCCESS, [F, None], Decision.UPSTREAM_FAILED),  # decided at once
+        (TriggerRule.ALL_SUCCESS, [U, S], Decision.UPSTREAM_FAILED),
         (TriggerRule.ALL_SUCCESS, [K, S], Decision.SKIP),
-        (TriggerRule.ALL_DONE, [F, S], Decision.READY),
-        (TriggerRule.ALL_DONE, [F, None], Decision.WAIT),
-        (TriggerRule.ALL_DONE, [K, S], Decision.SKIP),
-        (TriggerRule.ONE_FAILED, [F, None], Decision.READY),  # the handler need not wait
-        (TriggerRule.ONE_FAILED, [S, S], Decision.SKIP),
-        (TriggerRule.ONE_FAILED, [S, None], Decision.WAIT),
-        (TriggerRule.ALWAYS, [K, C], Decision.READY),
+        (TriggerRule.ALL_SUCCESS, [K, None], Decision.WAIT),  # the other may yet fail
+        (TriggerRule.ALL_DONE, [K, C], Decision.READY),
+        (TriggerRule.ONE_FAILED, [U, None], Decision.READY),  # the handler need not wait
+        (TriggerRule.ONE_FAILED, [K, S], Decision.SKIP),
         (TriggerRule.ALWAYS, [K, None], Decision.WAIT),
         (TriggerRule.ALL_SUCCESS, [], Decision.READY),
     ],
@@ -66,7 +87,7 @@ def test_skips_propagate_to_a_fixpoint() -> None:
     c: {block: x.y, dependsOn: [b]}
     d: {block: x.y, dependsOn: [c], rule: Always}
 """)
-    ready, skipped = advance(
+    out = advance(
         p,
         {
             "a": StepState(F),
@@ -75,7 +96,7 @@ def test_skips_propagate_to_a_fixpoint() -> None:
             "d": StepState("pending"),
         },
     )
-    assert (ready, skipped) == (["d"], ["b", "c"])
+    assert (out.ready, out.skipped, out.upstream_failed) == (["d"], [], ["b", "c"])
 
 
 def test_continue_on_failure_reads_as_success_downstream() -> None:
@@ -83,7 +104,7 @@ def test_continue_on_failure_reads_as_success_downstream() -> None:
     a: {block: x.y, continueOnFailure: true}
     b: {block: x.y, dependsOn: [a]}
 """)
-    assert advance(p, {"a": StepState(F), "b": StepState("pending")}) == (["b"], [])
+    assert advance(p, {"a": StepState(F), "b": StepState("pending")}).ready == ["b"]
     assert run_outcome(p, {"a": StepState(F), "b": StepState(S)}) == "completed_with_errors"
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from dirigent.engine.problems import Problem, problem
+from dirigent.engine.storable import unstorable_path
 
 
 def with_defaults(schema: dict[str, Any] | None, value: Any) -> Any:
@@ -34,6 +35,17 @@ def resolve_params(
     schema: dict[str, Any] | None, given: dict[str, Any]
 ) -> tuple[dict[str, Any], list[Problem]]:
     """The run's parameters with defaults applied, and what is wrong with them."""
+    bad = unstorable_path(given)
+    if bad is not None:
+        return given, [
+            problem(
+                "run.params.unstorable",
+                "this value holds a NUL character (or a lone surrogate), which cannot be "
+                "stored; remove it",
+                "params",
+                *bad,
+            )
+        ]
     if schema is None:
         if given:
             names = ", ".join(sorted(given))

@@ -5,15 +5,16 @@ tested without a database and the outcome transaction (``store.outcomes``) only 
 what they decide. Readiness is decided when a prerequisite settles — never by the claim
 query — so claiming stays a plain indexed lookup.
 
-Trigger rules (a step with no dependencies is ready at once):
+Trigger rules are Airflow's (a step with no dependencies is ready at once):
 
-- ``AllSuccess``: every dependency succeeded. Any dependency failed, skipped or cancelled
-  makes it unsatisfiable forever, so the step is skipped (and the skip propagates).
-- ``AllDone``: every dependency finished executing, succeeded or failed. A dependency
-  skipped or cancelled skips it.
-- ``OneFailed``: ready the moment one dependency failed; skipped once all are done and none
-  failed. Error-handler branches are drawn this way.
-- ``Always``: every dependency reached any terminal state, skipped included.
+- ``AllSuccess``: every dependency succeeded. One that failed (or is itself
+  ``upstream_failed``) makes the step ``upstream_failed`` at once; otherwise, once all are
+  terminal, one skipped (or cancelled) makes it skipped. Both propagate.
+- ``AllDone``: every dependency is terminal, whatever it ended as.
+- ``OneFailed``: ready the moment one dependency failed or is ``upstream_failed``; skipped
+  once all are terminal and none did. Error-handler branches are drawn this way.
+- ``Always``: every dependency is terminal, whatever it ended as. Unlike Airflow's "at any
+  time", it waits, so a reference to an upstream's output is always settled when read.
 
 A ``continueOnFailure`` step that failed reads as succeeded to its dependents.
 """
@@ -27,13 +28,15 @@ from dataclasses import dataclass
 from dirigent.engine.manifests.enums import ItemFailurePolicy, TriggerRule
 from dirigent.engine.manifests.pipeline import Pipeline, Step
 
-TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled"})
+TERMINAL = frozenset({"succeeded", "failed", "skipped", "cancelled", "upstream_failed"})
+FAILED = frozenset({"failed", "upstream_failed"})
 
 
 class Decision(enum.StrEnum):
     WAIT = "wait"
     READY = "ready"
     SKIP = "skip"
+    UPSTREAM_FAILED = "upstream_failed"
 
 
 @dataclass(frozen=True)
@@ -55,31 +58,35 @@ def decide(rule: TriggerRule, outcomes: list[str | None]) -> Decision:
     if not outcomes:
         return Decision.READY
     done = all(o is not None for o in outcomes)
+    failed = any(o in FAILED for o in outcomes)
     if rule is TriggerRule.ALL_SUCCESS:
-        if any(o in ("failed", "skipped", "cancelled") for o in outcomes):
-            return Decision.SKIP
-        return Decision.READY if done else Decision.WAIT
-    if rule is TriggerRule.ALL_DONE:
+        if failed:
+            return Decision.UPSTREAM_FAILED
         if not done:
-            return Decision.WAIT
-        return (
-            Decision.SKIP
-            if any(o in ("skipped", "cancelled") for o in outcomes)
-            else Decision.READY
-        )
+            return Decision.WAIT  # a skip waits: an upstream still running may yet fail
+        skipped = any(o in ("skipped", "cancelled") for o in outcomes)
+        return Decision.SKIP if skipped else Decision.READY
     if rule is TriggerRule.ONE_FAILED:
-        if any(o == "failed" for o in outcomes):
+        if failed:
             return Decision.READY
         return Decision.SKIP if done else Decision.WAIT
-    return Decision.READY if done else Decision.WAIT  # Always
+    return Decision.READY if done else Decision.WAIT  # AllDone, Always
 
 
-def advance(pipeline: Pipeline, states: Mapping[str, StepState]) -> tuple[list[str], list[str]]:
-    """Steps to queue and steps to skip now, with skips propagated to a fixpoint."""
+@dataclass
+class Advance:
+    """What progression decided for pending steps."""
+
+    ready: list[str]
+    skipped: list[str]
+    upstream_failed: list[str]
+
+
+def advance(pipeline: Pipeline, states: Mapping[str, StepState]) -> Advance:
+    """Steps to queue, to skip and to mark upstream_failed now, propagated to a fixpoint."""
     steps = pipeline.spec.steps
     current = dict(states)
-    ready: list[str] = []
-    skipped: list[str] = []
+    out = Advance([], [], [])
     changed = True
     while changed:
         changed = False
@@ -90,13 +97,16 @@ def advance(pipeline: Pipeline, states: Mapping[str, StepState]) -> tuple[list[s
             outcomes = [effective(steps[d], current[d]) for d in step.depends_on]
             decision = decide(step.rule, outcomes)
             if decision is Decision.READY:
-                ready.append(name)
+                out.ready.append(name)
                 current[name] = StepState("running")
-            elif decision is Decision.SKIP:
-                skipped.append(name)
-                current[name] = StepState("skipped")
+            elif decision is Decision.WAIT:
+                continue
+            else:
+                skip = decision is Decision.SKIP
+                (out.skipped if skip else out.upstream_failed).append(name)
+                current[name] = StepState("skipped" if skip else "upstream_failed")
                 changed = True  # a skip may settle a dependent's rule
-    return ready, skipped
+    return out
 
 
 def fan_out_outcome(
@@ -120,6 +130,14 @@ def fan_out_outcome(
     if cancelled:
         return "cancelled", False
     return "skipped", False
+
+
+def failed_step(
+    pipeline: Pipeline, states: Mapping[str, StepState], order: list[str]
+) -> str | None:
+    """The step whose failure failed the run: the first in ``order`` that failed, not tolerated."""
+    steps = pipeline.spec.steps
+    return next((n for n in order if effective(steps[n], states[n]) == "failed"), None)
 
 
 def run_outcome(pipeline: Pipeline, states: Mapping[str, StepState]) -> str | None:

@@ -109,6 +109,11 @@ class EngineSettings(BaseSettings):
     heartbeat_interval: Span = dt.timedelta(seconds=10)
     stuck_run: Span = dt.timedelta(hours=1)
     sweep_interval: Seconds = Field(default=5.0, gt=0)
+    max_recoveries: int = Field(
+        default=5,
+        ge=1,
+        description="Expired leases recovered for one attempt before it fails instead.",
+    )
     metrics_port: int | None = Field(
         default=9464,
         ge=0,

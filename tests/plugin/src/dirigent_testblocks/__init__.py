@@ -11,6 +11,8 @@ import asyncio
 import hashlib
 import json
 import os
+import signal
+import time
 import uuid
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -23,10 +25,13 @@ from dirigent.sdk import (
     ErrorClass,
     Issue,
     Message,
+    NotYet,
     Operator,
     OperatorSpec,
     ProbeResult,
     RemoteHandle,
+    Sensor,
+    SensorSpec,
     StepContext,
 )
 
@@ -118,6 +123,15 @@ class RemoteConfig(_Config):
     outcome: Literal["succeeded", "failed"] = "succeeded"
     probe_sleep: float = Field(default=0.0, ge=0)
     submit_sleep: float = Field(default=0.0, ge=0)
+    probe_errors: int = Field(default=0, ge=0, description="Raise on this many probes first.")
+    fetch_errors: int = Field(default=0, ge=0, description="Raise on this many fetches first.")
+
+
+def _count(path: Path) -> int:
+    """Bump a counter file and return its new value (one process at a time touches it)."""
+    n = int(path.read_text()) + 1 if path.exists() else 1
+    path.write_text(str(n))
+    return n
 
 
 class RemoteOutput(BaseModel):
@@ -154,6 +168,8 @@ class RemoteOperator(Operator[RemoteConfig, RemoteOutput]):
         self, handle: RemoteHandle, config: RemoteConfig, ctx: StepContext
     ) -> ProbeResult:
         append_line(f"{config.dir}/events.log", f"probe {handle.ref} {handle.meta.get('seen')}")
+        if _count(Path(config.dir) / f"probe-errors-{handle.ref}") <= config.probe_errors:
+            raise ConnectionError("the API server did not answer")
         if config.probe_sleep:
             await asyncio.sleep(config.probe_sleep)
         job = self._job(config, handle.ref)
@@ -173,6 +189,8 @@ class RemoteOperator(Operator[RemoteConfig, RemoteOutput]):
         self, handle: RemoteHandle, config: RemoteConfig, ctx: StepContext
     ) -> RemoteOutput:
         append_line(f"{config.dir}/events.log", f"fetch {handle.ref}")
+        if _count(Path(config.dir) / f"fetch-errors-{handle.ref}") <= config.fetch_errors:
+            raise ConnectionError("the result store did not answer")
         return RemoteOutput(ref=handle.ref, polls=int(handle.meta.get("seen", "0")))
 
     async def cancel(self, handle: RemoteHandle, config: RemoteConfig, ctx: StepContext) -> bool:
@@ -231,6 +249,99 @@ class UsesConnectionOperator(Operator[UsesConfig, UsesOutput]):
         return UsesOutput(url=creds.url, token_sha256=digest)
 
 
+class PoisonConfig(_Config):
+    path: str = Field(description="Executions are appended here.")
+    where: Literal["none", "output", "log", "error", "message"] = "none"
+
+
+class PoisonOutput(BaseModel):
+    value: str
+
+
+class PoisonOperator(Operator[PoisonConfig, PoisonOutput]):
+    """Puts a NUL character where asked: a value PostgreSQL cannot store."""
+
+    spec: ClassVar[OperatorSpec] = OperatorSpec(id="testing.poison", summary="Emit a NUL.")
+    config_model: ClassVar[type[BaseModel]] = PoisonConfig
+    output_model: ClassVar[type[BaseModel]] = PoisonOutput
+
+    async def execute(self, config: PoisonConfig, ctx: StepContext) -> PoisonOutput:
+        append_line(config.path, f"run {ctx.attempt_id} {json.dumps(ctx.item)}")
+        if config.where == "log":
+            ctx.log.info("a\x00b")
+        if config.where == "error":
+            raise BlockFailure(FAILED_NUL, error_class=ErrorClass.UNKNOWN, value="a\x00b")
+        return PoisonOutput(value="a\x00b" if config.where == "output" else "fine")
+
+
+FAILED_NUL = Message("testing.poison.failed", "failed with {value}")
+
+
+class CrashConfig(_Config):
+    path: str
+
+
+class CrashOperator(Operator[CrashConfig, Empty]):
+    """Kills its own worker process (SIGKILL): an attempt no worker survives."""
+
+    spec: ClassVar[OperatorSpec] = OperatorSpec(id="testing.crash", summary="Kill the worker.")
+    config_model: ClassVar[type[BaseModel]] = CrashConfig
+    output_model: ClassVar[type[BaseModel]] = Empty
+
+    async def execute(self, config: CrashConfig, ctx: StepContext) -> Empty:
+        append_line(config.path, f"crash {ctx.attempt_id} {os.getpid()}")
+        os.kill(os.getpid(), signal.SIGKILL)
+        return Empty()
+
+
+class TimesOutConfig(_Config):
+    pass
+
+
+class TimesOutOperator(Operator[TimesOutConfig, Empty]):
+    """Raises TimeoutError itself: the block's own error, not the step's timeout."""
+
+    spec: ClassVar[OperatorSpec] = OperatorSpec(id="testing.times_out", summary="Raise a timeout.")
+    config_model: ClassVar[type[BaseModel]] = TimesOutConfig
+    output_model: ClassVar[type[BaseModel]] = Empty
+
+    async def execute(self, config: TimesOutConfig, ctx: StepContext) -> Empty:
+        raise TimeoutError("the upstream service timed out")
+
+
+class TickConfig(_Config):
+    path: str = Field(description="One line per poke: the lag behind its due time, seconds.")
+    poll: float = Field(description="The step's poll interval, seconds (to compute the lag).")
+    pokes: int = Field(default=1_000_000, ge=1)
+    cursor_once: bool = Field(default=False, description="Give a cursor on the first poke only.")
+
+
+class TickOutput(BaseModel):
+    pokes: int
+
+
+class TickSensor(Sensor[TickConfig, TickOutput]):
+    """Records how late each poke came, from the time the previous poke ended."""
+
+    spec: ClassVar[SensorSpec] = SensorSpec(id="testing.tick", summary="Measure poke lag.")
+    config_model: ClassVar[type[BaseModel]] = TickConfig
+    output_model: ClassVar[type[BaseModel]] = TickOutput
+
+    async def poke(self, config: TickConfig, ctx: StepContext) -> TickOutput | NotYet:
+        cursor = dict(ctx.cursor or {})
+        now = time.time()
+        count = int(str(cursor.get("n", 0))) + 1
+        if "at" in cursor:
+            append_line(config.path, f"{now - float(str(cursor['at'])) - config.poll:.4f} {cursor}")
+        else:
+            append_line(config.path, f"first {cursor}")
+        if count >= config.pokes:
+            return TickOutput(pokes=count)
+        if config.cursor_once and cursor:
+            return NotYet(message="again")
+        return NotYet(message="ticking", cursor={"n": count, "at": time.time()})
+
+
 class TestingPlugin:
     def contribute(self) -> Contribution:
         return Contribution(
@@ -241,7 +352,11 @@ class TestingPlugin:
                 RemoteOperator(),
                 FlakyOperator(),
                 UsesConnectionOperator(),
-            ]
+                PoisonOperator(),
+                CrashOperator(),
+                TimesOutOperator(),
+            ],
+            sensors=[TickSensor()],
         )
 
 

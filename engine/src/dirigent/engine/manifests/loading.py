@@ -21,6 +21,7 @@ from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.manifests.schedule import Schedule
 from dirigent.engine.manifests.webhook import Webhook
 from dirigent.engine.problems import Problem, location, problem
+from dirigent.engine.storable import unstorable_path
 
 Manifest = Pipeline | Schedule | Webhook | Connection
 KINDS: dict[str, type[Manifest]] = {
@@ -192,6 +193,16 @@ def parse_manifest(data: JsonValue) -> tuple[Manifest | None, list[Problem]]:
                 "manifest.kind.unknown",
                 f"kind must be one of {', '.join(KINDS)}, got {kind!r}",
                 "kind",
+            )
+        )
+    bad = unstorable_path(data)
+    if bad is not None:
+        trouble.append(
+            problem(
+                "manifest.value.unstorable",
+                "this value holds a NUL character (or a lone surrogate), which cannot be "
+                "stored; remove it",
+                *bad,
             )
         )
     if trouble:

@@ -38,41 +38,61 @@ async def cancel_run(
 ) -> int:
     """Cancel a run; returns how many remote handles were told to cancel."""
 
-    async def settle(conn: asyncpg.Connection) -> tuple[list[dict[str, Any]], str, str]:
-        handles = await runs_store.cancel_run(conn, run_id, reason=reason, versions=versions)
-        row = await conn.fetchrow(
-            "SELECT r.namespace, p.name FROM runs r JOIN pipelines p ON p.id = r.pipeline_id WHERE r.id = $1",
-            run_id,
-        )
-        return handles, row["namespace"], row["name"]
+    async def settle(conn: asyncpg.Connection) -> None:
+        await runs_store.cancel_run(conn, run_id, reason=reason, versions=versions)
 
-    handles, namespace, pipeline = await in_transaction(pool, settle)
+    await in_transaction(pool, settle)
+    return await tell_owed_remotes(
+        pool, catalog=catalog, storage=storage, run_id=run_id, remote_timeout=remote_timeout
+    )
+
+
+async def tell_owed_remotes(
+    pool: asyncpg.Pool,
+    *,
+    catalog: Catalog,
+    storage: FileStorage,
+    run_id: int | None = None,
+    remote_timeout: float = 10.0,
+) -> int:
+    """Tell the remote of every cancelled attempt holding a handle to stop (the outbox).
+
+    Called after a cancel (for its run) and by every sweeper pass (for any run), so a
+    handle cancelled by FailFast, by Replace, or by a canceller that died is still told.
+    """
+    async with pool.acquire() as conn:
+        owed = await runs_store.take_owed_remote_cancels(conn, run_id=run_id)
     told = 0
-    for h in handles:
-        entry = catalog.block(h["block"])
-        if entry is None or not isinstance(entry.block, Operator):
-            continue
-        try:
-            handle = RemoteHandle.model_validate(h["handle"])
-            config = entry.block.config_model.model_validate(h["input"] or {})
-            ctx = EngineContext(
-                namespace=namespace,
-                pipeline=pipeline,
-                run_id=run_id,
-                step=h["step"],
-                attempt=0,
-                attempt_id=h["id"],
-                run_item_id=None,
-                item=None,
-                started_at=dt.datetime.now(dt.UTC),
-                cursor=None,
-                params={},
-                storage=storage,
-            )
-            await asyncio.wait_for(entry.block.cancel(handle, config, ctx), remote_timeout)
-            told += 1
-        except Exception:
-            log.exception(
-                "cancel.remote_failed", run_id=run_id, attempt_id=h["id"], block=h["block"]
-            )
+    for h in owed:
+        told += await _tell(h, catalog, storage, remote_timeout)
     return told
+
+
+async def _tell(h: dict[str, Any], catalog: Catalog, storage: FileStorage, limit: float) -> int:
+    entry = catalog.block(h["block"])
+    if entry is None or not isinstance(entry.block, Operator):
+        log.warning("cancel.remote_block_missing", attempt_id=h["id"], block=h["block"])
+        return 0
+    try:
+        handle = RemoteHandle.model_validate(h["handle"])
+        config = entry.block.config_model.model_validate(h["input"] or {})
+        ctx = EngineContext(
+            namespace=h["namespace"],
+            pipeline=h["pipeline"],
+            run_id=h["run_id"],
+            step=h["step"],
+            attempt=0,
+            attempt_id=h["id"],
+            run_item_id=h["run_item_id"],
+            item=None,
+            started_at=dt.datetime.now(dt.UTC),
+            cursor=None,
+            params={},
+            storage=storage,
+        )
+        await asyncio.wait_for(entry.block.cancel(handle, config, ctx), limit)
+    except Exception:
+        log.exception("cancel.remote_failed", run_id=h["run_id"], attempt_id=h["id"])
+        return 0
+    log.info("cancel.remote_told", run_id=h["run_id"], attempt_id=h["id"], ref=handle.ref)
+    return 1

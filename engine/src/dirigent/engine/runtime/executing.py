@@ -40,6 +40,8 @@ from dirigent.sdk import BlockFailure, ErrorClass, NotYet, Operator, RemoteHandl
 
 FetchedHook = Callable[[Claimed, Any], Awaitable[None]]
 GONE_LIMIT = 3  # consecutive GONE probes before a vanished remote job fails the attempt
+PROBE_ERROR_LIMIT = 5  # consecutive probe/fetch errors before the job is given up as lost
+PROBE_BACKOFF_MAX = dt.timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -410,10 +412,7 @@ async def _probe(
     ):
         # The work is abandoned, so the remote is told to stop (best-effort): a retry must not
         # run beside a job nobody is waiting for any more.
-        try:
-            await block.cancel(handle, config, ctx)
-        except Exception as err:
-            ctx.log.warning(f"cancelling remote job {handle.ref} failed: {err}")
+        await _cancel_remote(block, handle, config, ctx, step)
         return failure(
             a,
             worker_id,
@@ -422,7 +421,14 @@ async def _probe(
             f"remote job {handle.ref} did not finish within the deadline {deadline}",
             logs=ctx.log.lines,
         )
-    result = await block.probe(handle, config, ctx)
+    try:
+        result = await block.probe(handle, config, ctx)
+    except asyncio.CancelledError:
+        raise
+    except Exception as err:
+        return await _probe_error(
+            a, worker_id, block, handle, config, ctx, step, entry, "probe", err
+        )
     status = str(result.status)
     if status == "running":
         new_handle = (
@@ -439,7 +445,14 @@ async def _probe(
     if status == "succeeded":
         if result.meta is not None:
             handle = handle.model_copy(update={"meta": result.meta})
-        output = await block.fetch(handle, config, ctx)
+        try:
+            output = await block.fetch(handle, config, ctx)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            return await _probe_error(
+                a, worker_id, block, handle, config, ctx, step, entry, "fetch", err
+            )
         # Committed in its own transaction before the outcome: a worker dying between the
         # two leaves a replay that settles from this instead of fetching again.
         await on_fetched(a, output.model_dump(mode="json"))
@@ -460,6 +473,7 @@ async def _probe(
             _poll(step, entry),
             handle=a.handle,
             gone_count=count,
+            probe_errors=a.probe_errors,
             message=result.message,
             logs=ctx.log.lines,
         )
@@ -471,3 +485,73 @@ async def _probe(
         result.message or f"remote job {handle.ref} failed",
         logs=ctx.log.lines,
     )
+
+
+async def _probe_error(
+    a: Claimed,
+    worker_id: str,
+    block: Operator[Any, Any],
+    handle: RemoteHandle,
+    config: BaseModel,
+    ctx: EngineContext,
+    step: Step,
+    entry: BlockEntry,
+    call: str,
+    err: Exception,
+) -> Outcome | Parking:
+    """A probe or fetch that raised: the remote job may still run, so its handle is kept.
+
+    The attempt parks again with a growing delay; after ``PROBE_ERROR_LIMIT`` consecutive
+    errors the job is given up as lost: the remote is told to cancel, and the attempt fails
+    transient (a retry then submits afresh, beside no abandoned job).
+    """
+    count = a.probe_errors + 1
+    reason = f"{type(err).__name__}: {err}"
+    if count >= PROBE_ERROR_LIMIT:
+        await _cancel_remote(block, handle, config, ctx, step)
+        return failure(
+            a,
+            worker_id,
+            ErrorClass.TRANSIENT,
+            "engine.remote.lost",
+            f"{call} of remote job {handle.ref} failed {count} times in a row ({reason}); "
+            "the job was cancelled",
+            logs=ctx.log.lines,
+        )
+    delay = min(_poll(step, entry) * (2 ** (count - 1)), max(PROBE_BACKOFF_MAX, _poll(step, entry)))
+    ctx.log.warning(
+        f"{call} of remote job {handle.ref} failed ({reason}); probing again in "
+        f"{delay.total_seconds():.1f}s ({count}/{PROBE_ERROR_LIMIT})"
+    )
+    return Parking(
+        a,
+        delay,
+        handle=handle.model_dump(mode="json"),
+        gone_count=a.gone_count,
+        probe_errors=count,
+        message=a.wait_message,
+        logs=ctx.log.lines,
+    )
+
+
+async def _cancel_remote(
+    block: Operator[Any, Any],
+    handle: RemoteHandle,
+    config: BaseModel,
+    ctx: EngineContext,
+    step: Step,
+) -> None:
+    """Tell the remote to stop, best-effort and bounded: a failure here is logged, not raised."""
+    try:
+        await asyncio.wait_for(block.cancel(handle, config, ctx), _remote_timeout(step))
+    except asyncio.CancelledError:
+        raise
+    except Exception as err:
+        ctx.log.warning(f"cancelling remote job {handle.ref} failed: {type(err).__name__}: {err}")
+
+
+REMOTE_CALL_TIMEOUT = 60.0  # seconds for a probe, fetch or cancel when the step sets none
+
+
+def _remote_timeout(step: Step) -> float:
+    return step.timeout.total_seconds() if step.timeout is not None else REMOTE_CALL_TIMEOUT

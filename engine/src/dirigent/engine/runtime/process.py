@@ -27,6 +27,7 @@ def worker_config(settings: EngineSettings) -> WorkerConfig:
         heartbeat=settings.heartbeat_interval,
         sweep_interval=settings.sweep_interval,
         stuck_run=settings.stuck_run,
+        max_recoveries=settings.max_recoveries,
         retention_runs=settings.retention_runs,
         retention_logs=settings.retention_logs,
         enabled_unsafe=frozenset(settings.enabled_unsafe_blocks),

@@ -26,7 +26,8 @@ import structlog
 
 from dirigent.engine.metrics import WorkerMetrics
 from dirigent.engine.plugins import Catalog
-from dirigent.engine.runtime.executing import Settings, execute_attempt
+from dirigent.engine.runtime import cancelling, recording
+from dirigent.engine.runtime.executing import Settings, execute_attempt, failure
 from dirigent.engine.storage import FileStorage
 from dirigent.engine.store import claims
 from dirigent.engine.store import outcomes as outcome_store
@@ -38,6 +39,7 @@ from dirigent.engine.store.pool import in_transaction
 from dirigent.engine.store.progress import WORK_CHANNEL
 from dirigent.engine.store.runs import start_queued_run
 from dirigent.engine.store.versions import VersionCache
+from dirigent.sdk import ErrorClass
 
 log = structlog.get_logger("dirigent.worker")
 VERSION = "0.1.0"
@@ -52,6 +54,7 @@ class WorkerConfig:
     heartbeat: dt.timedelta = dt.timedelta(seconds=10)
     sweep_interval: float = 5.0
     stuck_run: dt.timedelta = dt.timedelta(hours=1)
+    max_recoveries: int = 5  # lost leases before an attempt fails instead of running again
     retention_runs: dt.timedelta | None = None  # unset: nothing is deleted unless asked
     retention_logs: dt.timedelta | None = None
     enabled_unsafe: frozenset[str] = frozenset()
@@ -194,7 +197,7 @@ class Worker:
             if pipeline is None:
                 async with self._conn() as conn:
                     pipeline = await self.versions.get(conn, attempt.version_id)
-            result = await execute_attempt(
+            executed = await execute_attempt(
                 self._conn,
                 attempt,
                 worker_id=self.id,
@@ -204,6 +207,7 @@ class Worker:
                 settings=self._settings,
                 on_fetched=self._record_fetched,
             )
+            result = recording.storable(executed, self.id)
             await self._settle(result)
             self.executed += 1
             outcome = result.status if isinstance(result, Outcome) else "parked"
@@ -237,34 +241,20 @@ class Worker:
                 batch.append(self._outcomes.get_nowait())
             outcomes = [o for o, _ in batch if isinstance(o, Outcome)]
             parkings = [o for o, _ in batch if isinstance(o, Parking)]
-
-            async def record(
-                conn: asyncpg.Connection,
-                outcomes: list[Outcome] = outcomes,
-                parkings: list[Parking] = parkings,
-            ) -> tuple[set[int], list[outcome_store.Settled]]:
-                parked = await outcome_store.park_many(conn, self.id, parkings)
-                return parked, await outcome_store.settle_many(conn, outcomes, self.versions)
-
-            try:
-                parked, settled_all = await in_transaction(self.pool, record)
-            except Exception as err:
-                # Leave the leases to expire: the sweeper recovers what was not recorded.
-                log.exception("attempt.write_failed", attempts=[o.attempt.id for o, _ in batch])
-                for _, done in batch:
-                    if not done.done():
-                        done.set_exception(err)
-                continue
+            written = await recording.record(self.pool, self._write, self.id, outcomes, parkings)
+            parked: set[int] = set()
+            settled: dict[int, outcome_store.Settled] = {}
+            for _, (p, s) in written:
+                parked |= p
+                settled.update(s)
             finished = {
                 (o.attempt.run_id, o.attempt.namespace, o.attempt.pipeline, s.run_status)
-                for o, s in zip(outcomes, settled_all, strict=True)
-                if s.run_status is not None
+                for o, _ in batch
+                if (s := settled.get(o.attempt.id)) is not None and s.run_status is not None
             }
             for _, namespace, pipeline, state in finished:
                 self.metrics.runs_finished.labels(namespace, pipeline, state).inc()
-            kept = {
-                o.attempt.id for o, s in zip(outcomes, settled_all, strict=True) if not s.discarded
-            }
+            kept = {i for i, s in settled.items() if not s.discarded}
             for item, done in batch:
                 if item.attempt.id not in parked | kept:
                     log.info(
@@ -272,6 +262,17 @@ class Worker:
                     )
                 if not done.done():
                     done.set_result(None)
+
+    async def _write(
+        self, conn: asyncpg.Connection, outcomes: list[Outcome], parkings: list[Parking]
+    ) -> tuple[set[int], dict[int, outcome_store.Settled]]:
+        """One writer transaction: parkings and outcomes together (see ``store.outcomes``)."""
+        await outcome_store.lock_batch(
+            conn, [o.attempt for o in outcomes] + [p.attempt for p in parkings], self.versions
+        )
+        parked = await outcome_store.park_many(conn, self.id, parkings)
+        settled = await outcome_store.settle_many(conn, outcomes, self.versions)
+        return parked, {o.attempt.id: s for o, s in zip(outcomes, settled, strict=True)}
 
     async def _record_fetched(self, attempt: Claimed, value: Any) -> None:
         async with self._conn() as conn:
@@ -294,6 +295,31 @@ class Worker:
             except Exception:
                 log.exception("worker.heartbeat_failed")
 
+    async def _fail_exhausted(self) -> None:
+        """Attempts that lost their lease too often fail instead of running again."""
+        async with self._conn() as conn:
+            ids = await workers_store.take_exhausted(
+                conn, self.id, self.config.max_recoveries, self.config.lease
+            )
+            attempts = await claims.load(conn, ids) if ids else []
+        if not attempts:
+            return
+        outcomes = [
+            failure(
+                a,
+                self.id,
+                ErrorClass.REJECTED,
+                "engine.attempt.unrecoverable",
+                f"the attempt lost its worker {self.config.max_recoveries} times (a worker "
+                "died running it, or its outcome could not be recorded); not run again",
+            )
+            for a in attempts
+        ]
+        await in_transaction(
+            self.pool, lambda conn: outcome_store.settle_many(conn, outcomes, self.versions)
+        )
+        log.warning("sweeper.attempts_unrecoverable", attempts=ids)
+
     async def _sweep_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.sweep_interval)
@@ -305,7 +331,12 @@ class Worker:
     async def sweep(self) -> dict[str, Any]:
         """One sweeper pass; safe when every worker runs it at once (SKIP LOCKED throughout)."""
         async with self._conn() as conn:
-            recovered = await workers_store.recover_expired(conn)
+            recovered = await workers_store.recover_expired(
+                conn, max_recoveries=self.config.max_recoveries
+            )
+        await self._fail_exhausted()
+        await cancelling.tell_owed_remotes(self.pool, catalog=self.catalog, storage=self.storage)
+        async with self._conn() as conn:
             gone = await workers_store.mark_gone(conn, self.config.lease * 3)
             stuck = await workers_store.detect_stuck(conn, self.config.stuck_run)
             queued, waiting = await claims.levels(conn)

@@ -37,7 +37,7 @@ claimed AS (
     WHERE a.id = d.id
     RETURNING a.id, a.run_id, a.run_item_id, a.step, a.item_index, a.number, a.kind, a.block,
               a.first_started_at, a.cursor, a.handle, a.fetched, a.wait_message, a.gone_count,
-              a.available_at, a.next_poll_at
+              a.available_at, a.next_poll_at, a.probe_errors
 )
 SELECT c.*, r.params, r.version_id, r.window_start, r.window_end, r.namespace, p.name AS pipeline,
        i.value AS item_value
@@ -73,6 +73,7 @@ class Claimed:
     namespace: str
     pipeline: str
     item_value: Any
+    probe_errors: int = 0  # consecutive probe or fetch errors so far
 
     @property
     def probing(self) -> bool:
@@ -80,10 +81,29 @@ class Claimed:
         return self.handle is not None or self.cursor is not None or self.wait_message is not None
 
 
+LOAD = """
+SELECT c.*, r.params, r.version_id, r.window_start, r.window_end, r.namespace, p.name AS pipeline,
+       i.value AS item_value
+FROM step_attempts c
+JOIN runs r ON r.id = c.run_id
+JOIN pipelines p ON p.id = r.pipeline_id
+LEFT JOIN run_items i ON i.id = c.run_item_id
+WHERE c.id = ANY($1)
+"""
+
+
 async def claim(
     conn: asyncpg.Connection, worker_id: str, *, limit: int, tags: list[str], lease: timedelta
 ) -> list[Claimed]:
-    rows = await conn.fetch(CLAIM, worker_id, limit, tags, lease)
+    return _claimed(await conn.fetch(CLAIM, worker_id, limit, tags, lease))
+
+
+async def load(conn: asyncpg.Connection, ids: list[int]) -> list[Claimed]:
+    """Attempts as a worker would hold them: how the sweeper settles one it takes over."""
+    return _claimed(await conn.fetch(LOAD, ids))
+
+
+def _claimed(rows: list[asyncpg.Record]) -> list[Claimed]:
     out: list[Claimed] = []
     for r in rows:
         window = (r["window_start"], r["window_end"]) if r["window_start"] is not None else None
@@ -115,6 +135,7 @@ async def claim(
                 r["namespace"],
                 r["pipeline"],
                 r["item_value"],
+                r["probe_errors"],
             )
         )
     return out

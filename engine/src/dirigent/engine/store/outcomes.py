@@ -101,6 +101,7 @@ class Parking:
     message: str | None = None
     progress: float | None = None
     gone_count: int = 0
+    probe_errors: int = 0
     input: Any = None
     logs: list[LogLine] = field(default_factory=list)
 
@@ -121,10 +122,11 @@ async def park_many(conn: asyncpg.Connection, worker_id: str, parkings: list[Par
             UPDATE step_attempts a
             SET status = 'waiting', next_poll_at = now() + p.poll, lease_owner = NULL,
                 lease_expires_at = NULL, handle = COALESCE(p.handle::jsonb, a.handle),
-                cursor = p.cursor::jsonb, wait_message = p.msg, wait_progress = p.prog,
-                gone_count = p.gone, input = COALESCE(p.input::jsonb, a.input)
+                cursor = COALESCE(p.cursor::jsonb, a.cursor), wait_message = p.msg, wait_progress = p.prog,
+                gone_count = p.gone, input = COALESCE(p.input::jsonb, a.input), probe_errors = p.errs
             FROM unnest($1::bigint[], $2::interval[], $3::text[], $4::text[], $5::text[],
-                        $6::float8[], $7::int[], $8::text[]) AS p(id, poll, handle, cursor, msg, prog, gone, input)
+                        $6::float8[], $7::int[], $8::text[], $17::int[])
+                 AS p(id, poll, handle, cursor, msg, prog, gone, input, errs)
             WHERE a.id = p.id AND a.lease_owner = $9 AND a.status = 'running'
             RETURNING a.id
         ),
@@ -147,8 +149,23 @@ async def park_many(conn: asyncpg.Connection, worker_id: str, parkings: list[Par
         [_json(p.input) for p in parkings],
         worker_id,
         *_log_columns(logs),
+        [p.probe_errors for p in parkings],
     )
-    return {r["id"] for r in rows}
+    parked = {r["id"] for r in rows}
+    orphans = [p for p in parkings if p.attempt.id not in parked and p.handle is not None]
+    if orphans:
+        # Cancelled while execute was submitting: the job exists, so its handle joins the
+        # cancel outbox instead of being dropped.
+        await conn.execute(
+            """UPDATE step_attempts a SET handle = o.handle::jsonb,
+                      input = COALESCE(a.input, o.input::jsonb)
+               FROM unnest($1::bigint[], $2::text[], $3::text[]) AS o(id, handle, input)
+               WHERE a.id = o.id AND a.status = 'cancelled' AND a.handle IS NULL""",
+            [p.attempt.id for p in orphans],
+            [_json(p.handle) for p in orphans],
+            [_json(p.input) for p in orphans],
+        )
+    return parked
 
 
 def _log_columns(logs: list[tuple[Claimed, LogLine]]) -> list[list[Any]]:
@@ -191,6 +208,37 @@ async def _write_log_batch(conn: asyncpg.Connection, rows: list[tuple[Claimed, L
     )
 
 
+async def lock_batch(
+    conn: asyncpg.Connection, attempts: list[Claimed], versions: VersionCache
+) -> None:
+    """Take a writer transaction's locks before any write, in the one global order.
+
+    Pipelines first (only those whose pinned version queues runs: a run settling may start
+    the next queued one, which locks its pipeline), then every run the batch touches, in id
+    order. Writing a parking's log line first would take a key-share lock on its run, and a
+    settle would then wait on another run while holding it: two workers could deadlock.
+    """
+    if not attempts:
+        return
+    queue_runs = sorted(
+        {
+            a.run_id
+            for a in attempts
+            if (await versions.get(conn, a.version_id)).spec.concurrency is ConcurrencyPolicy.QUEUE
+        }
+    )
+    if queue_runs:
+        await conn.execute(
+            """SELECT 1 FROM pipelines WHERE id IN (SELECT pipeline_id FROM runs WHERE id = ANY($1))
+               ORDER BY id FOR NO KEY UPDATE""",
+            queue_runs,
+        )
+    await conn.execute(
+        "SELECT 1 FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+        sorted({a.run_id for a in attempts}),
+    )
+
+
 async def settle(conn: asyncpg.Connection, outcome: Outcome, versions: VersionCache) -> Settled:
     """Record one attempt's outcome; see ``settle_many``."""
     return (await settle_many(conn, [outcome], versions))[0]
@@ -210,6 +258,8 @@ async def settle_many(
     worker_ids = {o.worker_id for o in outcomes}
     assert len(worker_ids) == 1, "a batch comes from one worker"
     run_ids = sorted({o.attempt.run_id for o in outcomes})
+    pipelines = {o.attempt.id: await versions.get(conn, o.attempt.version_id) for o in outcomes}
+    await lock_batch(conn, [o.attempt for o in outcomes], versions)
     # Lock in id order (no two batches deadlock), and note progress in the same statement.
     locked = {
         r["id"]: r
@@ -220,7 +270,6 @@ async def settle_many(
             run_ids,
         )
     }
-    pipelines = {o.attempt.id: await versions.get(conn, o.attempt.version_id) for o in outcomes}
     retrying = {o.attempt.id for o in outcomes if _will_retry(o, pipelines[o.attempt.id])}
     logs = [(o.attempt, ln) for o in outcomes for ln in o.logs]
     arts = [(o.attempt, o.artifact) for o in outcomes if o.artifact is not None]
@@ -398,17 +447,27 @@ async def settle_many(
 
 
 async def _cancel_open_items(conn: asyncpg.Connection, run_id: int, step: str) -> None:
-    """FailFast: the other items of a failed fan-out stop (a worker holding one discards it)."""
+    """FailFast: the other items of a failed fan-out stop (a worker holding one discards it).
+
+    The cancelled items are counted, so a manual retry that reopens them finds the counters
+    equal to the rows; an attempt holding a remote handle joins the cancel outbox.
+    """
     await conn.execute(
         """UPDATE step_attempts SET status = 'cancelled', finished_at = now(), lease_owner = NULL,
-                  error_message = 'another item failed (onItemFailure: FailFast)'
+                  lease_expires_at = NULL, error_message = 'another item failed (onItemFailure: FailFast)'
            WHERE run_id = $1 AND step = $2 AND status IN ('pending', 'queued', 'waiting', 'running')""",
         run_id,
         step,
     )
     await conn.execute(
-        """UPDATE run_items SET status = 'cancelled', finished_at = now()
-           WHERE run_id = $1 AND step = $2 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')""",
+        """WITH c AS (
+               UPDATE run_items SET status = 'cancelled', finished_at = now()
+               WHERE run_id = $1 AND step = $2
+                 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')
+               RETURNING 1
+           )
+           UPDATE run_steps SET items_cancelled = items_cancelled + (SELECT count(*) FROM c)
+           WHERE run_id = $1 AND step = $2""",
         run_id,
         step,
     )

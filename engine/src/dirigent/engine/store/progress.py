@@ -15,7 +15,7 @@ import asyncpg
 
 from dirigent.engine.manifests import dag
 from dirigent.engine.manifests.pipeline import Pipeline
-from dirigent.engine.progression import StepState, advance, run_outcome
+from dirigent.engine.progression import Advance, StepState, advance, failed_step, run_outcome
 
 WORK_CHANNEL = "dirigent_work"
 
@@ -42,25 +42,25 @@ async def step_states(
     return states, items
 
 
-def plan(
-    pipeline: Pipeline, states: dict[str, StepState], items: dict[str, int | None]
-) -> tuple[list[str], list[str]]:
-    """Steps to queue and to skip; a ready fan-out over nothing is skipped, and that propagates."""
+def plan(pipeline: Pipeline, states: dict[str, StepState], items: dict[str, int | None]) -> Advance:
+    """Steps to queue, skip and mark upstream_failed; a ready fan-out over nothing is skipped."""
     current = dict(states)
-    to_queue: list[str] = []
-    to_skip: list[str] = []
+    out = Advance([], [], [])
     while True:
-        ready, skipped = advance(pipeline, current)
-        for name in skipped:
+        step = advance(pipeline, current)
+        for name in step.skipped:
             current[name] = StepState("skipped")
-        to_skip += skipped
-        empty = [n for n in ready if items.get(n) == 0]
-        for name in ready:
+        for name in step.upstream_failed:
+            current[name] = StepState("upstream_failed")
+        out.skipped += step.skipped
+        out.upstream_failed += step.upstream_failed
+        empty = [n for n in step.ready if items.get(n) == 0]
+        for name in step.ready:
             current[name] = StepState("skipped" if name in empty else "running")
-        to_skip += empty
-        to_queue += [n for n in ready if n not in empty]
+        out.skipped += empty
+        out.ready += [n for n in step.ready if n not in empty]
         if not empty:
-            return to_queue, to_skip
+            return out
 
 
 async def queue_steps(conn: asyncpg.Connection, run_id: int, steps: list[str]) -> int:
@@ -94,22 +94,27 @@ async def queue_steps(conn: asyncpg.Connection, run_id: int, steps: list[str]) -
     return count
 
 
-async def skip_steps(conn: asyncpg.Connection, run_id: int, steps: list[str]) -> None:
+async def skip_steps(
+    conn: asyncpg.Connection, run_id: int, steps: list[str], status: str = "skipped"
+) -> None:
+    """Steps that will not run (skipped or upstream_failed); their items count as skipped."""
     if not steps:
         return
     await conn.execute(
-        "UPDATE run_steps SET status = 'skipped', finished_at = now() WHERE run_id = $1 AND step = ANY($2)",
+        """WITH i AS (
+               UPDATE run_items SET status = 'skipped', finished_at = now()
+               WHERE run_id = $1 AND step = ANY($2) AND status = 'pending' RETURNING step
+           ),
+           n AS (SELECT step, count(*) AS n FROM i GROUP BY step)
+           UPDATE run_steps s SET status = $3, finished_at = now(),
+                  items_skipped = s.items_skipped + COALESCE((SELECT n FROM n WHERE n.step = s.step), 0)
+           WHERE s.run_id = $1 AND s.step = ANY($2)""",
         run_id,
         steps,
+        status,
     )
     await conn.execute(
         """UPDATE step_attempts SET status = 'skipped', finished_at = now()
-           WHERE run_id = $1 AND step = ANY($2) AND status = 'pending'""",
-        run_id,
-        steps,
-    )
-    await conn.execute(
-        """UPDATE run_items SET status = 'skipped', finished_at = now()
            WHERE run_id = $1 AND step = ANY($2) AND status = 'pending'""",
         run_id,
         steps,
@@ -119,12 +124,15 @@ async def skip_steps(conn: asyncpg.Connection, run_id: int, steps: list[str]) ->
 async def advance_run(conn: asyncpg.Connection, run_id: int, pipeline: Pipeline) -> Advanced:
     """Queue what became ready, skip what became unsatisfiable, settle the run when done."""
     states, items = await step_states(conn, run_id)
-    to_queue, to_skip = plan(pipeline, states, items)
-    await skip_steps(conn, run_id, to_skip)
-    queued = await queue_steps(conn, run_id, to_queue)
-    for name in to_skip:
+    planned = plan(pipeline, states, items)
+    await skip_steps(conn, run_id, planned.skipped)
+    await skip_steps(conn, run_id, planned.upstream_failed, "upstream_failed")
+    queued = await queue_steps(conn, run_id, planned.ready)
+    for name in planned.skipped:
         states[name] = StepState("skipped")
-    for name in to_queue:
+    for name in planned.upstream_failed:
+        states[name] = StepState("upstream_failed")
+    for name in planned.ready:
         states[name] = StepState("running")
     status = run_outcome(pipeline, states)
     if status is not None:
@@ -142,14 +150,14 @@ async def settle_run(
     status: str,
 ) -> None:
     order = dag.topological_order({n: s.depends_on for n, s in pipeline.spec.steps.items()})
-    failed_step = next((n for n in order if states[n].status == "failed"), None)
+    failed = failed_step(pipeline, states, order)
     error: str | None = None
-    if failed_step is not None:
+    if failed is not None:
         error = await conn.fetchval(
             """SELECT error_message FROM step_attempts WHERE run_id = $1 AND step = $2 AND status = 'failed'
                ORDER BY id DESC LIMIT 1""",
             run_id,
-            failed_step,
+            failed,
         )
     await conn.execute(
         """UPDATE runs SET status = $2, finished_at = now(), last_progress_at = now(),
@@ -157,7 +165,7 @@ async def settle_run(
            WHERE id = $1""",
         run_id,
         status,
-        failed_step,
+        failed,
         error,
     )
     await conn.execute(
@@ -165,5 +173,5 @@ async def settle_run(
         run_id,
         "error" if status == "failed" else "info",
         f"run {status}",
-        {"status": status, **({"failed_step": failed_step} if failed_step else {})},
+        {"status": status, **({"failed_step": failed} if failed else {})},
     )

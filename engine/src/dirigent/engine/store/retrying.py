@@ -177,7 +177,8 @@ async def _reopen_downstream(
         r["step"]
         for r in await conn.fetch(
             """UPDATE run_steps SET status = 'pending', finished_at = NULL, items_skipped = 0
-           WHERE run_id = $1 AND step = ANY($2) AND status = 'skipped' RETURNING step""",
+           WHERE run_id = $1 AND step = ANY($2) AND status IN ('skipped', 'upstream_failed')
+           RETURNING step""",
             run_id,
             below,
         )

@@ -285,25 +285,34 @@ async def create_run(
 async def start_queued_run(
     conn: asyncpg.Connection, pipeline_id: int, versions: VersionCache
 ) -> int | None:
-    """Start the oldest queued run of a pipeline when none is running (concurrency: Queue)."""
-    running = await conn.fetchval(
-        "SELECT 1 FROM runs WHERE pipeline_id = $1 AND status = 'running' LIMIT 1", pipeline_id
-    )
-    if running:
-        return None
-    row = await conn.fetchrow(
-        """SELECT id, version_id FROM runs WHERE pipeline_id = $1 AND status = 'queued'
-           ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED""",
-        pipeline_id,
-    )
-    if row is None:
-        return None
-    await conn.execute(
-        "UPDATE runs SET status = 'running', started_at = now(), last_progress_at = now() WHERE id = $1",
-        row["id"],
-    )
-    await advance_run(conn, row["id"], await versions.get(conn, row["version_id"]))
-    return int(row["id"])
+    """Start the oldest queued run of a pipeline when none is running (concurrency: Queue).
+
+    The pipeline row is locked first, as ``create_run`` locks it, so two sweepers (or a
+    sweeper and a settling run) never both read "nothing running" and start two runs. A run
+    that settles the moment it starts (nothing to do) hands over to the next at once.
+    Returns the run left running, if any.
+    """
+    await conn.execute("SELECT 1 FROM pipelines WHERE id = $1 FOR NO KEY UPDATE", pipeline_id)
+    while True:
+        running = await conn.fetchval(
+            "SELECT 1 FROM runs WHERE pipeline_id = $1 AND status = 'running' LIMIT 1", pipeline_id
+        )
+        if running:
+            return None
+        row = await conn.fetchrow(
+            """SELECT id, version_id FROM runs WHERE pipeline_id = $1 AND status = 'queued'
+               ORDER BY id LIMIT 1 FOR UPDATE""",
+            pipeline_id,
+        )
+        if row is None:
+            return None
+        await conn.execute(
+            "UPDATE runs SET status = 'running', started_at = now(), last_progress_at = now() WHERE id = $1",
+            row["id"],
+        )
+        advanced = await advance_run(conn, row["id"], await versions.get(conn, row["version_id"]))
+        if advanced.run_status is None:
+            return int(row["id"])
 
 
 async def cancel_run(
@@ -314,6 +323,12 @@ async def cancel_run(
     Queued, pending, waiting and running attempts become cancelled; a worker holding one
     finds its lease gone when it settles and discards its result.
     """
+    # Lock order, as everywhere: the pipeline row, then the run row.
+    await conn.execute(
+        """SELECT 1 FROM pipelines WHERE id = (SELECT pipeline_id FROM runs WHERE id = $1)
+           FOR NO KEY UPDATE""",
+        run_id,
+    )
     row = await conn.fetchrow(
         "SELECT status, pipeline_id FROM runs WHERE id = $1 FOR UPDATE", run_id
     )
@@ -330,13 +345,19 @@ async def cancel_run(
         reason,
     )
     await conn.execute(
-        """UPDATE run_items SET status = 'cancelled', finished_at = now()
-           WHERE run_id = $1 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')""",
+        """WITH c AS (
+               UPDATE run_items SET status = 'cancelled', finished_at = now()
+               WHERE run_id = $1 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')
+               RETURNING step
+           ),
+           n AS (SELECT step, count(*) AS n FROM c GROUP BY step)
+           UPDATE run_steps s SET items_cancelled = s.items_cancelled + n.n
+           FROM n WHERE s.run_id = $1 AND s.step = n.step""",
         run_id,
     )
     await conn.execute(
         """UPDATE run_steps SET status = 'cancelled', finished_at = now()
-           WHERE run_id = $1 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')""",
+           WHERE run_id = $1 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled', 'upstream_failed')""",
         run_id,
     )
     await conn.execute(
@@ -354,3 +375,34 @@ async def cancel_run(
     await start_queued_run(conn, row["pipeline_id"], versions)
     await notify_work(conn)
     return [dict(h) for h in handles if h["handle"] is not None]
+
+
+async def take_owed_remote_cancels(
+    conn: asyncpg.Connection, *, run_id: int | None = None, limit: int = 100
+) -> list[dict[str, Any]]:
+    """Cancelled attempts holding a remote handle nobody told yet; marked told as taken.
+
+    Every path that cancels an attempt (a run cancelled or replaced, FailFast, a cancel that
+    raced a submit) leaves its handle here; the canceller and every worker's sweeper drain it,
+    so a remote job is told even when the process that cancelled died first.
+    """
+    rows = await conn.fetch(
+        """
+        WITH owed AS (
+            SELECT id FROM step_attempts
+            WHERE status = 'cancelled' AND handle IS NOT NULL AND remote_cancelled_at IS NULL
+              AND ($1::bigint IS NULL OR run_id = $1)
+            ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED
+        ),
+        told AS (
+            UPDATE step_attempts a SET remote_cancelled_at = now() FROM owed WHERE a.id = owed.id
+            RETURNING a.id, a.run_id, a.run_item_id, a.step, a.block, a.handle, a.input, a.item_index
+        )
+        SELECT t.*, r.namespace, p.name AS pipeline
+        FROM told t JOIN runs r ON r.id = t.run_id JOIN pipelines p ON p.id = r.pipeline_id
+        ORDER BY t.id
+        """,
+        run_id,
+        limit,
+    )
+    return [dict(r) for r in rows]

@@ -73,6 +73,9 @@ WORK_STATUS: Final = (
     "failed",
     "skipped",
     "cancelled",
+    # A step that never ran because an upstream failed (Airflow's upstream_failed); only
+    # run_steps carry it, their attempts and items read `skipped`.
+    "upstream_failed",
 )
 ATTEMPT_KIND: Final = ("automatic", "manual")
 LOG_LEVEL: Final = ("debug", "info", "warning", "error")
@@ -301,6 +304,13 @@ step_attempts = Table(
     Column("wait_message", Text, nullable=True),
     Column("wait_progress", Double, nullable=True),
     Column("gone_count", Integer, nullable=False, server_default=text("0")),
+    # Consecutive probe or fetch errors: the handle is kept and probed again until a budget.
+    Column("probe_errors", Integer, nullable=False, server_default=text("0")),
+    # Expired leases recovered for this attempt: past a bound it fails instead of looping.
+    Column("recoveries", Integer, nullable=False, server_default=text("0")),
+    # When the remote of a cancelled attempt holding a handle was told to stop; NULL while
+    # that is still owed (the sweeper's outbox).
+    _ts("remote_cancelled_at"),
     Column("error_class", Text, nullable=True),
     Column("error_code", Text, nullable=True),
     Column("error_message", Text, nullable=True),
@@ -342,11 +352,23 @@ step_attempts = Table(
         "run_item_id",
         postgresql_where=text("run_item_id IS NOT NULL"),
     ),
+    # A manual retry's key is per run: one attempt per item under it.
     Index(
-        "uq_step_attempts_idempotency_key",
+        "uq_step_attempts_run_id_idempotency_key",
+        "run_id",
         "idempotency_key",
+        "item_index",
         unique=True,
         postgresql_where=text("idempotency_key IS NOT NULL"),
+        postgresql_nulls_not_distinct=True,
+    ),
+    # The outbox of remote jobs still to be told to cancel.
+    Index(
+        "ix_step_attempts_remote_cancel_owed",
+        "id",
+        postgresql_where=text(
+            "status = 'cancelled' AND handle IS NOT NULL AND remote_cancelled_at IS NULL"
+        ),
     ),
 )
 

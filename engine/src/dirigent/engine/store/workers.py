@@ -64,22 +64,64 @@ async def hand_back(conn: asyncpg.Connection, worker_id: str) -> int:
     return count
 
 
-async def recover_expired(conn: asyncpg.Connection, *, limit: int = 500) -> list[dict[str, Any]]:
-    """Expired leases back to waiting (handle committed) or queued; safe with several sweepers."""
+async def take_exhausted(
+    conn: asyncpg.Connection,
+    sweeper_id: str,
+    max_recoveries: int,
+    lease: timedelta,
+    *,
+    limit: int = 100,
+) -> list[int]:
+    """Expired attempts whose recovery would pass the bound: leased to the sweeper to fail.
+
+    An attempt that keeps losing its lease (its worker dies on it, or cannot record it) must
+    not run forever; the caller settles these as failed under the sweeper's own lease.
+    """
     rows = await conn.fetch(
         """
         WITH expired AS (
             SELECT id FROM step_attempts
-            WHERE status = 'running' AND lease_expires_at < now()
+            WHERE status = 'running' AND lease_expires_at < now() AND recoveries + 1 >= $2
+            ORDER BY lease_expires_at LIMIT $4 FOR UPDATE SKIP LOCKED
+        )
+        UPDATE step_attempts a
+        SET lease_owner = $1, lease_expires_at = now() + $3::interval,
+            recoveries = a.recoveries + 1
+        FROM expired WHERE a.id = expired.id
+        RETURNING a.id
+        """,
+        sweeper_id,
+        max_recoveries,
+        lease,
+        limit,
+    )
+    return [r["id"] for r in rows]
+
+
+async def recover_expired(
+    conn: asyncpg.Connection, *, max_recoveries: int = 5, limit: int = 500
+) -> list[dict[str, Any]]:
+    """Expired leases back to waiting (handle committed) or queued; safe with several sweepers.
+
+    Each recovery is counted on the attempt; one past ``max_recoveries`` is left to
+    ``take_exhausted``.
+    """
+    rows = await conn.fetch(
+        """
+        WITH expired AS (
+            SELECT id FROM step_attempts
+            WHERE status = 'running' AND lease_expires_at < now() AND recoveries + 1 < $2
             ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
         )
         UPDATE step_attempts a
         SET status = CASE WHEN a.handle IS NOT NULL OR a.cursor IS NOT NULL THEN 'waiting' ELSE 'queued' END,
-            available_at = now(), next_poll_at = now(), lease_owner = NULL, lease_expires_at = NULL
+            available_at = now(), next_poll_at = now(), lease_owner = NULL, lease_expires_at = NULL,
+            recoveries = a.recoveries + 1
         FROM expired WHERE a.id = expired.id
         RETURNING a.id, a.run_id, a.step, a.status
         """,
         limit,
+        max_recoveries,
     )
     if rows:
         await conn.executemany(

@@ -1,0 +1,71 @@
+"""concurrency: Queue under concurrency: never two runs started, and no run left queued."""
+
+from __future__ import annotations
+
+import asyncio
+
+from dirigent.engine.store import runs as runs_store
+from dirigent.engine.store.pool import in_transaction
+from tests.integration.engine.harness import Harness
+
+QUEUED = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: q}
+spec:
+  concurrency: Queue
+  params: {type: object, properties: {xs: {type: array, default: [1]}}}
+  steps:
+    each: {block: core.wait, forEach: "${params.xs}", config: {pokes: 100000}}
+"""
+
+
+async def running(h: Harness) -> int:
+    return int(await h.fetchval("SELECT count(*) FROM runs WHERE status = 'running'"))
+
+
+async def test_two_sweepers_starting_queued_runs_at_once_start_one(h: Harness) -> None:
+    await h.apply(QUEUED)
+    first = await h.run("q")
+    await h.run("q")
+    await h.run("q")
+    # The state a lost race leaves: nothing running, two queued.
+    await h.execute("UPDATE runs SET status = 'cancelled' WHERE id = $1", first.run_id)
+    pipeline_id = await h.fetchval("SELECT id FROM pipelines WHERE name = 'q'")
+    async with h.pool.acquire() as a, h.pool.acquire() as b:
+        tx = a.transaction()
+        await tx.start()
+        assert await runs_store.start_queued_run(a, pipeline_id, h.versions) is not None
+        b_pid = b.get_server_pid()
+
+        async def other() -> int | None:
+            async with b.transaction():
+                return await runs_store.start_queued_run(b, pipeline_id, h.versions)
+
+        task = asyncio.create_task(other())
+        deadline = asyncio.get_running_loop().time() + 10
+        while not task.done():
+            waiting = await h.fetchval(
+                "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", b_pid
+            )
+            if waiting:
+                break
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.02)
+        await tx.commit()
+        assert await task is None, "the second sweeper must see the run the first started"
+    assert await running(h) == 1
+
+
+async def test_a_started_run_that_settles_at_once_starts_the_next(h: Harness) -> None:
+    await h.apply(QUEUED)
+    first = await h.run("q")
+    empty = await h.run("q", {"xs": []})
+    third = await h.run("q")
+    assert (empty.status, third.status) == ("queued", "queued")
+    await in_transaction(
+        h.pool,
+        lambda c: runs_store.cancel_run(c, first.run_id, reason="test", versions=h.versions),
+    )
+    assert await h.status(empty.run_id) == "succeeded"
+    assert await h.status(third.run_id) == "running", "started without waiting for a sweeper"

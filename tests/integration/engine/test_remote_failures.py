@@ -1,0 +1,173 @@
+"""Remote work under failure: a probe or fetch error keeps the handle, and every path that
+ends an attempt holding a handle tells the remote to cancel."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from dirigent.engine.runtime.cancelling import cancel_run
+from tests.integration.engine.harness import Harness
+
+
+def remote(
+    tmp: Path, *, retry: int = 3, extra: str = "", name: str = "remote", polls: int = 2
+) -> str:
+    return f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: {name}}}
+spec:
+  steps:
+    job:
+      block: testing.remote
+      poll: 100ms
+      retry: {{maxAttempts: {retry}, backoff: 100ms}}
+      config: {{dir: "{tmp}", polls: {polls}{extra}}}
+"""
+
+
+def events(tmp: Path) -> list[list[str]]:
+    path = tmp / "events.log"
+    if not path.exists():
+        return []
+    return [ln.split() for ln in path.read_text().splitlines()]
+
+
+def kinds(tmp: Path) -> list[str]:
+    return [e[0] for e in events(tmp)]
+
+
+async def wait_for(check: object, timeout: float = 15.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():  # type: ignore[operator]
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+async def test_probe_errors_keep_the_handle_and_probe_again(h: Harness, tmp_path: Path) -> None:
+    await h.apply(remote(tmp_path, extra=", probe_errors: 2"))
+    run = await h.run("remote")
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "succeeded"
+    assert kinds(tmp_path).count("submit") == 1, "a probe error must never resubmit the job"
+    [job] = await h.attempts(run.run_id, "job")
+    assert job["number"] == 1 and job["probe_errors"] == 0
+    messages = [e["message"] for e in await h.logs(run.run_id) if e["step"] == "job"]
+    assert sum("probing again" in m for m in messages) == 2
+
+
+async def test_a_fetch_error_after_success_keeps_the_handle(h: Harness, tmp_path: Path) -> None:
+    await h.apply(remote(tmp_path, extra=", fetch_errors: 1"))
+    run = await h.run("remote")
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "succeeded"
+    assert kinds(tmp_path).count("submit") == 1
+    assert kinds(tmp_path).count("fetch") == 2
+    [job] = await h.attempts(run.run_id, "job")
+    assert job["number"] == 1
+
+
+async def test_a_probe_error_budget_cancels_the_remote_then_fails_transient(
+    h: Harness, tmp_path: Path
+) -> None:
+    await h.apply(remote(tmp_path, retry=1, extra=", probe_errors: 1000"))
+    run = await h.run("remote")
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id, timeout=30) == "failed"
+    [job] = await h.attempts(run.run_id, "job")
+    assert (job["error_class"], job["error_code"]) == ("transient", "engine.remote.lost")
+    assert job["handle"] is not None
+    assert kinds(tmp_path).count("probe") == 5
+    assert kinds(tmp_path)[-1] == "cancel"
+
+
+async def cancelled_refs(tmp: Path) -> set[str]:
+    return {e[1] for e in events(tmp) if e[0] == "cancel"}
+
+
+async def submitted(tmp: Path) -> list[str]:
+    return [e[1] for e in events(tmp) if e[0] == "submit"]
+
+
+async def test_replace_tells_the_replaced_runs_remote_to_cancel(h: Harness, tmp_path: Path) -> None:
+    await h.apply(
+        remote(tmp_path, polls=100000, name="replace").replace(
+            "spec:\n", "spec:\n  concurrency: Replace\n"
+        )
+    )
+    first = await h.run("replace")
+    async with h.workers(1):
+
+        async def parked() -> bool:
+            return bool(
+                await h.fetchval("SELECT count(*) FROM step_attempts WHERE handle IS NOT NULL")
+            )
+
+        await wait_for(parked)
+        [ref] = await submitted(tmp_path)
+        second = await h.run("replace")
+        assert second.replaced == (first.run_id,)
+
+        async def told() -> bool:
+            return ref in await cancelled_refs(tmp_path)
+
+        await wait_for(told)
+
+
+async def test_fail_fast_tells_the_other_items_remotes_to_cancel(
+    h: Harness, tmp_path: Path
+) -> None:
+    await h.apply(f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: fast}}
+spec:
+  steps:
+    each:
+      block: testing.remote
+      poll: 100ms
+      forEach: [{{o: failed, p: 3}}, {{o: succeeded, p: 100000}}, {{o: succeeded, p: 100000}}]
+      config: {{dir: "{tmp_path}", outcome: "${{item.o}}", polls: "${{item.p}}"}}
+""")
+    run = await h.run("fast")
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "failed"
+        refs = {
+            a["handle"]["ref"] for a in await h.attempts(run.run_id) if a["status"] == "cancelled"
+        }
+        assert len(refs) == 2
+
+        async def told() -> bool:
+            return refs <= await cancelled_refs(tmp_path)
+
+        await wait_for(told)
+
+
+async def test_a_cancel_while_execute_is_submitting_still_cancels_the_job(
+    h: Harness, tmp_path: Path
+) -> None:
+    await h.apply(remote(tmp_path, polls=100000, extra=", submit_sleep: 1.0", name="slow"))
+    run = await h.run("slow")
+    async with h.workers(1):
+
+        async def submitting() -> bool:
+            return bool(await submitted(tmp_path))
+
+        await wait_for(submitting)
+        await cancel_run(
+            h.pool,
+            run.run_id,
+            reason="test",
+            catalog=h.catalog,
+            storage=h.storage,
+            versions=h.versions,
+        )
+        [ref] = await submitted(tmp_path)
+
+        async def told() -> bool:
+            return ref in await cancelled_refs(tmp_path)
+
+        await wait_for(told)
+    [job] = await h.attempts(run.run_id, "job")
+    assert job["status"] == "cancelled" and job["handle"]["ref"] == ref
