@@ -36,6 +36,7 @@ EXPECTED = {
     "NotYet",
     "NotificationMessage",
     "Notifier",
+    "ObjectWriter",
     "Operator",
     "OperatorSpec",
     "OutputT",

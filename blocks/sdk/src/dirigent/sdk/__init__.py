@@ -17,6 +17,7 @@ from pydantic import JsonValue
 from dirigent.sdk.blocks import ConfigT, Operator, OutputT, Sensor, block_kind
 from dirigent.sdk.context import (
     ArtifactInfo,
+    ObjectWriter,
     Runs,
     RunSnapshot,
     StartedRun,
@@ -86,6 +87,7 @@ __all__ = [
     "NotYet",
     "NotificationMessage",
     "Notifier",
+    "ObjectWriter",
     "Operator",
     "OperatorSpec",
     "OutputT",

@@ -21,14 +21,17 @@ Timing and durability promises the engine keeps:
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 __all__ = [
     "ArtifactInfo",
+    "ObjectWriter",
     "RunSnapshot",
     "Runs",
     "StartedRun",
@@ -60,8 +63,27 @@ class ArtifactInfo(BaseModel):
     sha256: str | None = None
 
 
+class ObjectWriter(Protocol):
+    """A stream being written to storage; the object appears whole when the block closes it."""
+
+    async def write(self, data: bytes) -> None:
+        """Append ``data``; memory held is bounded by the backend's buffer, not the object."""
+        ...
+
+    @property
+    def info(self) -> ArtifactInfo | None:
+        """What was stored, once the writer closed cleanly; None before."""
+        ...
+
+
 class Storage(Protocol):
-    """Storage over URIs (``file://`` in core; further schemes by backend packages)."""
+    """Storage over URIs: a scheme registry (``file://`` in core; more by backend packages).
+
+    Streamed both ways, so moving a large object holds one buffer, never the object. Writes
+    are all or nothing: a reader never sees a half-written object, and a writer left by an
+    exception leaves nothing behind. A URI whose scheme no backend serves, or a ``file://``
+    URI outside the artifact root, raises ``PermissionError``.
+    """
 
     async def read_bytes(self, uri: str) -> bytes:
         """The object's content; ``FileNotFoundError`` if it does not exist."""
@@ -79,6 +101,28 @@ class Storage(Protocol):
 
     async def delete(self, uri: str) -> None:
         """Remove the object; deleting a missing object is not an error."""
+        ...
+
+    async def stat(self, uri: str) -> ArtifactInfo | None:
+        """Size and content type of the object, or None when there is none."""
+        ...
+
+    async def list(self, pattern: str) -> builtins.list[ArtifactInfo]:
+        """Objects matching a glob URI (``file:///root/in/*.csv``), sorted by URI.
+
+        ``*`` and ``?`` stay within one path segment; ``**`` crosses segments. A pattern
+        without a wildcard lists everything under that prefix.
+        """
+        ...
+
+    def open_read(self, uri: str, *, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
+        """The object's content in chunks of at most ``chunk_size`` bytes."""
+        ...
+
+    def open_write(
+        self, uri: str, content_type: str = "application/octet-stream"
+    ) -> AbstractAsyncContextManager[ObjectWriter]:
+        """A writer whose object appears at ``uri`` only when the block leaves cleanly."""
         ...
 
 

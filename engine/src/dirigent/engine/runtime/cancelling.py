@@ -16,6 +16,7 @@ import asyncpg
 import structlog
 
 from dirigent.engine.plugins import Catalog
+from dirigent.engine.runtime.child_runs import StepRuns
 from dirigent.engine.runtime.context import EngineContext
 from dirigent.engine.storage import FileStorage
 from dirigent.engine.store import runs as runs_store
@@ -62,13 +63,36 @@ async def tell_owed_remotes(
     """
     async with pool.acquire() as conn:
         owed = await runs_store.take_owed_remote_cancels(conn, run_id=run_id)
+
+    async def cascade(child_run_id: int) -> int:
+        # A cancelled step that started a child run (pipeline.run) cancels the child; the
+        # child's own remote work is told here at once rather than at the next sweep.
+        return await tell_owed_remotes(
+            pool,
+            catalog=catalog,
+            storage=storage,
+            run_id=child_run_id,
+            remote_timeout=remote_timeout,
+        )
+
     told = 0
     for h in owed:
-        told += await _tell(h, catalog, storage, remote_timeout)
+        runs = StepRuns(
+            pool.acquire,
+            catalog=catalog,
+            namespace=h["namespace"],
+            run_id=h["run_id"],
+            step=h["step"],
+            attempt_id=h["id"],
+            cancel_remotes=cascade,
+        )
+        told += await _tell(h, catalog, storage, remote_timeout, runs)
     return told
 
 
-async def _tell(h: dict[str, Any], catalog: Catalog, storage: FileStorage, limit: float) -> int:
+async def _tell(
+    h: dict[str, Any], catalog: Catalog, storage: FileStorage, limit: float, runs: StepRuns
+) -> int:
     entry = catalog.block(h["block"])
     if entry is None or not isinstance(entry.block, Operator):
         log.warning("cancel.remote_block_missing", attempt_id=h["id"], block=h["block"])
@@ -89,6 +113,7 @@ async def _tell(h: dict[str, Any], catalog: Catalog, storage: FileStorage, limit
             cursor=None,
             params={},
             storage=storage,
+            runs=runs,
         )
         await asyncio.wait_for(entry.block.cancel(handle, config, ctx), limit)
     except Exception:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import structlog
 from pydantic import BaseModel, JsonValue
 
-from dirigent.engine.storage import FileStorage
+from dirigent.engine.storage import FileStorage, Storages
 from dirigent.engine.store.outcomes import LogLine
 from dirigent.sdk import BlockFailure, ErrorClass, Message, Runs
 
@@ -83,7 +83,7 @@ class EngineContext:
         self.started_at = started_at
         self.cursor = cursor
         self.params = params
-        self.storage = storage
+        self.storage = Storages.of(storage)
         self.scratch = storage.run_prefix(run_id)
         self.log = BufferedLog({"run_id": run_id, "step": step, "attempt": attempt})
         self._connections = dict(connections or {})

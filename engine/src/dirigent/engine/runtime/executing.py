@@ -24,6 +24,7 @@ from dirigent.engine.manifests.enums import TimeoutOutcome
 from dirigent.engine.manifests.pipeline import Pipeline, Step
 from dirigent.engine.manifests.references import Reference, StepPart, find_references
 from dirigent.engine.plugins import BlockEntry, Catalog
+from dirigent.engine.runtime.child_runs import StepRuns
 from dirigent.engine.runtime.context import EngineContext
 from dirigent.engine.runtime.resolving import (
     NO_ITEM,
@@ -264,6 +265,7 @@ async def execute_attempt(
             connections[named] = opened
     ctx = EngineContext(
         connections=connections,
+        runs=_step_runs(conn_factory, a, catalog, settings),
         namespace=a.namespace,
         pipeline=a.pipeline,
         run_id=a.run_id,
@@ -383,6 +385,20 @@ async def execute_attempt(
             logs=ctx.log.lines,
             duration_ms=int((time.monotonic() - started) * 1000),
         )
+
+
+def _step_runs(conn_factory: Any, a: Claimed, catalog: Catalog, settings: Settings) -> StepRuns:
+    # No cancel_remotes here: a child cancelled from this path (a remote deadline) has its
+    # remote work told by the sweeper's pass over owed remote cancels.
+    return StepRuns(
+        conn_factory,
+        catalog=catalog,
+        namespace=a.namespace,
+        run_id=a.run_id,
+        step=a.step,
+        attempt_id=a.id,
+        enabled_unsafe=settings.enabled_unsafe,
+    )
 
 
 async def _probe(

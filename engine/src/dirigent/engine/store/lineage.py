@@ -1,0 +1,53 @@
+"""Lineage: the chain of runs that started each other, and a child run as its parent sees it.
+
+A run started by a step (``pipeline.run``) carries ``parent_run_id``; the depth guard reads
+that chain with one recursive query, so it can never disagree with the runs it describes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+TERMINAL = frozenset({"succeeded", "completed_with_errors", "failed", "cancelled"})
+
+
+async def run_depth(conn: asyncpg.Connection, run_id: int) -> int:
+    """How many runs the chain ending at ``run_id`` holds (a run nobody started: 1)."""
+    depth = await conn.fetchval(
+        """WITH RECURSIVE chain(id, parent_run_id, depth) AS (
+               SELECT id, parent_run_id, 1 FROM runs WHERE id = $1
+             UNION ALL
+               SELECT r.id, r.parent_run_id, c.depth + 1
+               FROM runs r JOIN chain c ON r.id = c.parent_run_id
+               WHERE c.depth < 1000
+           )
+           SELECT max(depth) FROM chain""",
+        run_id,
+    )
+    return int(depth or 0)
+
+
+async def child_run(conn: asyncpg.Connection, run_id: int, namespace: str) -> dict[str, Any] | None:
+    """A run's state and, once it finished, its top-level step outputs; None if not visible."""
+    row = await conn.fetchrow(
+        """SELECT r.id, r.namespace, p.name AS pipeline, r.status, r.started_at, r.finished_at,
+                  r.error_message, r.failed_step
+           FROM runs r JOIN pipelines p ON p.id = r.pipeline_id
+           WHERE r.id = $1 AND r.namespace = $2""",
+        run_id,
+        namespace,
+    )
+    if row is None:
+        return None
+    found = dict(row)
+    found["outputs"] = {}
+    if found["status"] in TERMINAL:
+        outputs = await conn.fetch(
+            """SELECT step, output FROM step_attempts
+               WHERE run_id = $1 AND status = 'succeeded' AND item_index IS NULL""",
+            run_id,
+        )
+        found["outputs"] = {o["step"]: o["output"] for o in outputs}
+    return found
