@@ -51,6 +51,8 @@ class EchoConfig(_Config):
 
 
 class EchoOutput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     value: JsonValue = None
 
 
@@ -115,6 +117,8 @@ class WaitConfig(_Config):
 
 
 class WaitOutput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     pokes: int
 
 

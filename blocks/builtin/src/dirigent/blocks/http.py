@@ -1,0 +1,334 @@
+"""The ``http`` family: ``http.request`` (operator) and ``http.ready`` (sensor).
+
+A step names either an absolute ``url``, or a ``connection`` of kind http plus a ``path``;
+the connection brings the base URL, headers, auth, TLS verification and timeout, so a
+document carries no credential. Error classes are honest: 5xx, 408, 425, 429 and timeouts
+are transient, every other 4xx rejected. A 429 (or 503) with a short ``Retry-After`` is
+waited out and asked once more inside the attempt, because the server said when to come
+back; a longer one fails the attempt as transient with ``retry_after_s`` in its params.
+Transport retries (a refused or reset connection before anything was sent) are made only
+for idempotent methods, so a POST is never sent twice by us.
+
+The response body is read as a stream: up to ``maxInline`` it lands in the output (parsed
+as ``json`` when it is JSON, else ``text``); above that the whole body goes to storage
+under the attempt's scratch and the output carries its URI, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, ClassVar, Literal
+from urllib.parse import urljoin, urlparse
+
+import httpx
+import jq
+from pydantic import BaseModel, Field, JsonValue
+
+from dirigent.blocks.base import Config, Output, has_reference
+from dirigent.blocks.connections import HttpConnection
+from dirigent.sdk import (
+    BlockFailure,
+    Duration,
+    ErrorClass,
+    Issue,
+    Message,
+    NotYet,
+    Operator,
+    OperatorSpec,
+    Sensor,
+    SensorSpec,
+    Size,
+    StepContext,
+    classify_default,
+    http_status_class,
+)
+
+__all__ = ["HttpReadySensor", "HttpRequestOperator"]
+
+STATUS = Message("http.status", "{method} {url} answered {status}: {body}")
+TIMEOUT = Message("http.timeout", "{method} {url} did not answer within {timeout}")
+TRANSPORT = Message("http.transport", "{method} {url} failed before an answer: {error}")
+TARGET_BOTH = Message(
+    "http.target.ambiguous", "give either 'url' or 'connection' (with 'path'), not both"
+)
+TARGET_NONE = Message("http.target.missing", "give an absolute 'url', or a 'connection' and 'path'")
+URL_RELATIVE = Message(
+    "http.url.relative", "'{url}' is not an absolute http(s) URL; use 'connection' and 'path'"
+)
+BODY_BOTH = Message("http.body.ambiguous", "give 'json' or 'body', not both")
+CONDITION_INVALID = Message("http.condition.invalid", "condition does not compile: {error}")
+
+Method = Literal["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"]
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+Scalar = str | int | float | bool
+
+
+class Target(Config):
+    """Where a request goes: an absolute URL, or a connection plus a path."""
+
+    url: str | None = Field(default=None, description="Absolute http(s) URL.")
+    connection: str | None = Field(default=None, description="Connection of kind http.")
+    path: str = Field(default="", description="Joined to the connection's base URL.")
+    query: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict, description="Added to the connection's.")
+    timeout: Duration | None = Field(default=None, description="Default: the connection's, or 30s.")
+
+
+def check_target(config: Target) -> list[Issue]:
+    if config.url is not None and config.connection is not None:
+        return [Issue.of(TARGET_BOTH, location=("url",))]
+    if config.url is None and config.connection is None:
+        return [Issue.of(TARGET_NONE)]
+    if config.url is not None and not has_reference(config.url):
+        parsed = urlparse(config.url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            return [Issue.of(URL_RELATIVE, location=("url",), url=config.url)]
+    return []
+
+
+class Prepared:
+    """A target resolved against its connection: the URL, headers, auth, TLS and timeout."""
+
+    def __init__(self, config: Target, ctx: StepContext) -> None:
+        conn = ctx.connection(config.connection, HttpConnection) if config.connection else None
+        if conn is not None:
+            base = conn.url if conn.url.endswith("/") else conn.url + "/"
+            self.url = urljoin(base, config.path.lstrip("/")) if config.path else conn.url
+            self.headers = {**conn.all_headers(), **config.headers}
+            self.auth = conn.auth()
+            self.verify = conn.verify_tls
+            timeout = config.timeout or conn.timeout
+        else:
+            assert config.url is not None
+            self.url = config.url
+            self.headers = dict(config.headers)
+            self.auth = None
+            self.verify = True
+            timeout = config.timeout or Duration.of(seconds=30)
+        self.timeout = timeout
+        self.query = config.query
+
+    @asynccontextmanager
+    async def client(self, method: str) -> AsyncIterator[httpx.AsyncClient]:
+        transport = httpx.AsyncHTTPTransport(
+            verify=self.verify, retries=2 if method in IDEMPOTENT else 0
+        )
+        async with httpx.AsyncClient(
+            transport=transport, timeout=self.timeout.total_seconds(), auth=self.auth
+        ) as client:
+            yield client
+
+
+def failure_for(err: Exception, method: str, url: str, timeout: Duration) -> BlockFailure:
+    if isinstance(err, httpx.TimeoutException):
+        return BlockFailure(
+            TIMEOUT, error_class=ErrorClass.TRANSIENT, method=method, url=url, timeout=timeout
+        )
+    return BlockFailure(
+        TRANSPORT, error_class=ErrorClass.TRANSIENT, method=method, url=url, error=repr(err)
+    )
+
+
+class RequestConfig(Target):
+    method: Method = "GET"
+    json_body: JsonValue = Field(default=None, alias="json", description="Sent as JSON.")
+    body: str | None = Field(default=None, description="Sent as is (text).")
+    max_inline: Size = Field(
+        default=Size(256 * 1024), description="Bodies above this go to storage, not the output."
+    )
+    max_retry_after: Duration = Field(
+        default=Duration.of(seconds=30),
+        description="A Retry-After up to this is waited out within the attempt.",
+    )
+
+
+class RequestOutput(Output):
+    status: int
+    headers: dict[str, str]
+    json_body: JsonValue = Field(default=None, alias="json")
+    text: str | None = None
+    size: int = Field(description="Body size in bytes.")
+    body_uri: str | None = Field(default=None, description="The whole body, when above maxInline.")
+    elapsed_ms: int
+
+
+class HttpRequestOperator(Operator[RequestConfig, RequestOutput]):
+    """Sends one HTTP request and returns the answer."""
+
+    spec: ClassVar[OperatorSpec] = OperatorSpec(
+        id="http.request",
+        summary="Send an HTTP request; output status, headers and body.",
+        description="5xx, 408, 425, 429 and timeouts are transient; other 4xx rejected.",
+    )
+    config_model: ClassVar[type[BaseModel]] = RequestConfig
+    output_model: ClassVar[type[BaseModel]] = RequestOutput
+
+    def check_config(self, config: RequestConfig) -> list[Issue]:
+        issues = check_target(config)
+        if config.json_body is not None and config.body is not None:
+            issues.append(Issue.of(BODY_BOTH, location=("json",)))
+        return issues
+
+    async def execute(self, config: RequestConfig, ctx: StepContext) -> RequestOutput:
+        prepared = Prepared(config, ctx)
+        started = time.monotonic()
+        output = await self._send(config, prepared, ctx, started)
+        if output.status == 429 or output.status == 503:
+            wait = retry_after_from(output)
+            if wait is not None and wait <= config.max_retry_after.total_seconds():
+                ctx.log.info(f"{output.status}: waiting {wait}s as Retry-After asks")
+                await asyncio.sleep(wait)
+                output = await self._send(config, prepared, ctx, started)
+        if output.status >= 400:
+            raise self._status_failure(config.method, prepared.url, output)
+        return output
+
+    def _status_failure(self, method: str, url: str, out: RequestOutput) -> BlockFailure:
+        body = out.text if out.text is not None else json.dumps(out.json_body)
+        return BlockFailure(
+            STATUS,
+            error_class=http_status_class(out.status),
+            method=method,
+            url=url,
+            status=out.status,
+            body=(body or "")[:500],
+            retry_after_s=retry_after_from(out),
+        )
+
+    async def _send(
+        self, config: RequestConfig, p: Prepared, ctx: StepContext, started: float
+    ) -> RequestOutput:
+        kwargs: dict[str, Any] = {"params": p.query, "headers": p.headers}
+        if config.json_body is not None:
+            kwargs["json"] = config.json_body
+        elif config.body is not None:
+            kwargs["content"] = config.body.encode()
+        try:
+            async with (
+                p.client(config.method) as client,
+                client.stream(config.method, p.url, **kwargs) as response,
+            ):
+                return await read_body(response, config.max_inline.bytes, ctx, started)
+        except httpx.HTTPError as err:
+            raise failure_for(err, config.method, p.url, p.timeout) from err
+
+    def classify_error(self, error: Exception) -> ErrorClass:
+        if isinstance(error, httpx.TimeoutException | httpx.TransportError):
+            return ErrorClass.TRANSIENT
+        return classify_default(error)
+
+
+def retry_after_from(output: RequestOutput) -> float | None:
+    value = output.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        return None
+
+
+async def read_body(
+    response: httpx.Response, limit: int, ctx: StepContext, started: float
+) -> RequestOutput:
+    """Up to ``limit`` bytes inline; beyond that, the whole body streamed to storage."""
+    head = bytearray()
+    body_uri: str | None = None
+    size = 0
+    chunks = response.aiter_bytes()
+    async for chunk in chunks:
+        head += chunk
+        size += len(chunk)
+        if len(head) > limit:
+            body_uri = f"{ctx.scratch}/steps/{ctx.step}/{ctx.attempt_id}/body"
+            async with ctx.storage.open_write(body_uri, _content_type(response)) as writer:
+                await writer.write(bytes(head))
+                async for more in chunks:
+                    size += len(more)
+                    await writer.write(more)
+            break
+    headers = {k.lower(): v for k, v in response.headers.items()}
+    out: dict[str, Any] = {
+        "status": response.status_code,
+        "headers": headers,
+        "size": size,
+        "body_uri": body_uri,
+        "elapsed_ms": int((time.monotonic() - started) * 1000),
+    }
+    inline = bytes(head[:limit])
+    if body_uri is None and "json" in _content_type(response):
+        try:
+            out["json"] = json.loads(inline) if inline else None
+        except ValueError:
+            out["text"] = inline.decode("utf-8", errors="replace")
+    elif inline or body_uri is None:
+        out["text"] = inline.decode(response.encoding or "utf-8", errors="replace")
+    return RequestOutput.model_validate(out)
+
+
+def _content_type(response: httpx.Response) -> str:
+    value: str = response.headers.get("content-type", "application/octet-stream")
+    return value.split(";")[0]
+
+
+class ReadyConfig(Target):
+    status: list[int] = Field(default_factory=lambda: [200], description="Statuses that count.")
+    condition: str | None = Field(
+        default=None, description="A jq program over the JSON body that must yield true."
+    )
+
+
+class ReadyOutput(Output):
+    status: int
+    json_body: JsonValue = Field(default=None, alias="json")
+
+
+class HttpReadySensor(Sensor[ReadyConfig, ReadyOutput]):
+    """Waits until a URL answers with an expected status (and a JSON condition holds)."""
+
+    spec: ClassVar[SensorSpec] = SensorSpec(
+        id="http.ready",
+        summary="Wait until a URL answers with a status (and a jq condition on its JSON).",
+        default_poll=Duration.of(seconds=10),
+    )
+    config_model: ClassVar[type[BaseModel]] = ReadyConfig
+    output_model: ClassVar[type[BaseModel]] = ReadyOutput
+
+    def check_config(self, config: ReadyConfig) -> list[Issue]:
+        issues = check_target(config)
+        if config.condition is not None and not has_reference(config.condition):
+            try:
+                jq.compile(config.condition)
+            except ValueError as err:
+                issues.append(Issue.of(CONDITION_INVALID, location=("condition",), error=str(err)))
+        return issues
+
+    async def poke(self, config: ReadyConfig, ctx: StepContext) -> ReadyOutput | NotYet:
+        p = Prepared(config, ctx)
+        try:
+            async with p.client("GET") as client:
+                response = await client.get(p.url, params=p.query, headers=p.headers)
+        except httpx.HTTPError as err:
+            return NotYet(message=f"waiting for {p.url}: not answering ({type(err).__name__})")
+        if response.status_code not in config.status:
+            return NotYet(message=f"waiting for {p.url}: answered {response.status_code}")
+        try:
+            body: JsonValue = response.json() if response.content else None
+        except ValueError:
+            body = None
+        if config.condition is not None and not _holds(config.condition, body):
+            return NotYet(message=f"waiting for {p.url}: condition does not hold yet")
+        return ReadyOutput.model_validate({"status": response.status_code, "json": body})
+
+
+def _holds(condition: str, body: JsonValue) -> bool:
+    try:
+        return jq.compile(condition).input_value(body).first() is True
+    except (ValueError, StopIteration) as err:
+        raise BlockFailure(
+            CONDITION_INVALID, error_class=ErrorClass.REJECTED, error=str(err)
+        ) from err

@@ -1,0 +1,1 @@
+"""Kubernetes for blocks: an event-loop-safe, rate-limited API client and ``docker.run``."""

@@ -1,0 +1,253 @@
+"""``docker.run``: one Kubernetes Job per attempt, waited for as remote work.
+
+``execute`` creates the Job and returns its handle; it is idempotent by the Job's name
+(derived from the attempt), so an execute replayed after a worker died finds the Job it
+created instead of creating a second. ``probe`` only reads (Job, then its pod) and maps
+their state honestly: Complete → succeeded; Failed → failed with the container's exit code
+and reason (OOMKilled, DeadlineExceeded); a pod stuck pulling its image past a grace →
+failed, rejected; a Job that vanished → gone. An API error in probe is raised, never
+turned into a resubmission. ``fetch`` returns the exit code and a log tail and stores the
+whole log under the attempt's scratch; with no kubelet to serve logs the log is empty, and
+the step's log says so. ``cancel`` deletes the Job with background propagation.
+
+The cluster is the worker's own: in-cluster credentials, or a kubeconfig
+(``DIRIGENT_KUBE_KUBECONFIG``, else ``KUBECONFIG``); ``DIRIGENT_KUBE_QPS`` and
+``DIRIGENT_KUBE_BURST`` bound the request rate of all docker.run steps of the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from dirigent.blocks.base import Output
+from dirigent.blocks.connections import KubernetesConnection
+from dirigent.blocks.kubernetes.client import ApiError, KubeClient
+from dirigent.blocks.kubernetes.jobs import (
+    CONTAINER,
+    DockerConfig,
+    job_manifest,
+    parse_time,
+)
+from dirigent.sdk import (
+    BlockFailure,
+    Duration,
+    ErrorClass,
+    Message,
+    Operator,
+    OperatorSpec,
+    ProbeResult,
+    RemoteHandle,
+    StepContext,
+    classify_default,
+    http_status_class,
+)
+
+__all__ = ["DockerRunOperator", "KubeSettings"]
+
+API = Message("docker.api", "the Kubernetes API answered {status}: {reason}")
+FOREIGN_JOB = Message(
+    "docker.job.foreign", "Job {namespace}/{name} exists but was not made by this attempt"
+)
+PULL_STUCK = "image-pull"
+WAITING_FAILURES = frozenset(
+    {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError"}
+)
+
+
+class KubeSettings(BaseSettings):
+    """How this process reaches its cluster (read once, when docker.run is first used)."""
+
+    model_config = SettingsConfigDict(env_prefix="DIRIGENT_KUBE_", extra="ignore")
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    in_cluster: bool | None = None
+    qps: float = Field(default=20.0, gt=0)
+    burst: int = Field(default=40, ge=1)
+
+    def connection(self) -> KubernetesConnection:
+        in_cluster = self.in_cluster
+        if in_cluster is None:
+            in_cluster = "KUBERNETES_SERVICE_HOST" in os.environ and not self.kubeconfig
+        return KubernetesConnection(
+            in_cluster=in_cluster,
+            kubeconfig_path=self.kubeconfig or os.environ.get("KUBECONFIG"),
+            context=self.context,
+            qps=self.qps,
+            burst=self.burst,
+        )
+
+
+class _Fields(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class DockerOutput(Output):
+    exit_code: int
+    namespace: str
+    job: str
+    pod: str | None
+    log_tail: str
+    log_uri: str
+
+
+class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
+    """Runs a container image as a Kubernetes Job and waits for it."""
+
+    spec: ClassVar[OperatorSpec] = OperatorSpec(
+        id="docker.run",
+        group="execute",
+        summary="Run a container image as a Kubernetes Job (unsafe: must be enabled).",
+        local_execution=True,
+        default_poll=Duration.of(seconds=5),
+    )
+    config_model: ClassVar[type[BaseModel]] = DockerConfig
+    output_model: ClassVar[type[BaseModel]] = DockerOutput
+
+    def __init__(self, settings: KubeSettings | None = None) -> None:
+        # One client per process: its rate limiter is what keeps every docker.run step of
+        # this worker within the configured QPS together.
+        self._settings = settings
+        self._client: KubeClient | None = None
+        self._lock = asyncio.Lock()
+
+    async def kube(self) -> KubeClient:
+        async with self._lock:
+            if self._client is None:
+                settings = self._settings or KubeSettings()
+                self._client = await KubeClient.build(settings.connection())
+            return self._client
+
+    async def execute(self, config: DockerConfig, ctx: StepContext) -> RemoteHandle:
+        namespace = config.namespace or ctx.namespace
+        fields: dict[str, Any] = {}
+        if config.connection is not None:
+            fields = dict(ctx.connection(config.connection, _Fields).model_extra or {})
+        body = job_manifest(config, ctx, namespace, fields)
+        name = body["metadata"]["name"]
+        kube = await self.kube()
+        try:
+            await kube.create_job(namespace, body)
+            ctx.log.info(f"created Job {namespace}/{name}", image=config.image)
+        except ApiError as err:
+            if err.status != 409:
+                raise
+            existing = await kube.read_job(namespace, name)
+            mine = (existing or {}).get("metadata", {}).get("labels", {})
+            if mine.get("dirigent.dev/attempt") != str(ctx.attempt_id):
+                raise BlockFailure(
+                    FOREIGN_JOB, error_class=ErrorClass.REJECTED, namespace=namespace, name=name
+                ) from err
+            ctx.log.info(f"found Job {namespace}/{name} from an earlier try of this attempt")
+        return RemoteHandle(
+            block_id=self.spec.id,
+            ref=f"{namespace}/{name}",
+            meta={"namespace": namespace, "name": name},
+        )
+
+    async def probe(
+        self, handle: RemoteHandle, config: DockerConfig, ctx: StepContext
+    ) -> ProbeResult:
+        namespace, name = handle.meta["namespace"], handle.meta["name"]
+        kube = await self.kube()
+        job = await kube.read_job(namespace, name)
+        if job is None:
+            return ProbeResult.gone(f"Job {namespace}/{name} no longer exists")
+        conditions = {
+            c["type"]: c
+            for c in job.get("status", {}).get("conditions") or []
+            if c.get("status") == "True"
+        }
+        if "Complete" in conditions or "SuccessCriteriaMet" in conditions:
+            return ProbeResult.succeeded(f"Job {name} completed")
+        pods = await kube.job_pods(namespace, name)
+        state = _container_state(pods[-1]) if pods else {}
+        if "Failed" in conditions or "FailureTarget" in conditions:
+            return _failed(name, conditions.get("Failed") or conditions["FailureTarget"], state)
+        waiting = state.get("waiting") or {}
+        if waiting.get("reason") in WAITING_FAILURES:
+            created = parse_time(job["metadata"].get("creationTimestamp"))
+            age = dt.datetime.now(dt.UTC) - created if created else dt.timedelta(0)
+            if age > config.image_pull_grace.to_timedelta():
+                await kube.delete_job(namespace, name)
+                return ProbeResult.failed(
+                    f"Job {name}: {waiting['reason']} for {int(age.total_seconds())}s: "
+                    f"{waiting.get('message', '')}",
+                    error_class=ErrorClass.REJECTED,
+                )
+            return ProbeResult.running(f"Job {name}: {waiting['reason']} (within grace)")
+        phase = pods[-1].get("status", {}).get("phase", "Pending") if pods else "no pod yet"
+        return ProbeResult.running(f"Job {name}: pod {phase}")
+
+    async def fetch(
+        self, handle: RemoteHandle, config: DockerConfig, ctx: StepContext
+    ) -> DockerOutput:
+        namespace, name = handle.meta["namespace"], handle.meta["name"]
+        kube = await self.kube()
+        pods = await kube.job_pods(namespace, name)
+        pod = pods[-1]["metadata"]["name"] if pods else None
+        terminated = (_container_state(pods[-1]) if pods else {}).get("terminated") or {}
+        log = b""
+        if pod is not None:
+            try:
+                log = await kube.pod_log(namespace, pod, CONTAINER)
+            except (ApiError, OSError) as err:
+                ctx.log.warning(
+                    f"no log for pod {pod}: the API server could not serve it ({_why(err)}); stored an empty log"
+                )
+        else:
+            ctx.log.warning(f"Job {name} has no pod left; stored an empty log")
+        log_uri = f"{ctx.scratch}/steps/{ctx.step}/{ctx.attempt_id}/log"
+        await ctx.storage.write_bytes(log_uri, log, "text/plain")
+        tail = log[-config.log_tail :] if config.log_tail else b""
+        return DockerOutput(
+            exit_code=int(terminated.get("exitCode", 0)),
+            namespace=namespace,
+            job=name,
+            pod=pod,
+            log_tail=tail.decode("utf-8", errors="replace"),
+            log_uri=log_uri,
+        )
+
+    async def cancel(self, handle: RemoteHandle, config: DockerConfig, ctx: StepContext) -> bool:
+        kube = await self.kube()
+        return await kube.delete_job(handle.meta["namespace"], handle.meta["name"])
+
+    def classify_error(self, error: Exception) -> ErrorClass:
+        if isinstance(error, ApiError) and error.status:
+            return http_status_class(int(error.status))
+        return classify_default(error)
+
+
+def _why(err: Exception) -> str:
+    return f"{err.status} {err.reason}" if isinstance(err, ApiError) else repr(err)
+
+
+def _container_state(pod: dict[str, Any]) -> dict[str, Any]:
+    for status in pod.get("status", {}).get("containerStatuses") or []:
+        if status.get("name") == CONTAINER:
+            state: dict[str, Any] = status.get("state") or {}
+            return state
+    return {}
+
+
+def _failed(name: str, condition: dict[str, Any], state: dict[str, Any]) -> ProbeResult:
+    terminated = state.get("terminated") or {}
+    reason = terminated.get("reason") or condition.get("reason") or "Failed"
+    if condition.get("reason") == "DeadlineExceeded":
+        reason = "DeadlineExceeded"
+    code = terminated.get("exitCode")
+    detail = f"exit code {code}" if code is not None else "no exit code"
+    message = f"Job {name} failed: {reason}, {detail}"
+    if condition.get("message"):
+        message += f" ({condition['message']})"
+    error_class = ErrorClass.TRANSIENT if reason == "DeadlineExceeded" else ErrorClass.UNKNOWN
+    return ProbeResult.failed(
+        message, error_class=error_class, meta={"exit_code": str(code), "reason": reason}
+    )

@@ -1,0 +1,147 @@
+"""The Job a ``docker.run`` attempt becomes, and how its state reads.
+
+One Job per attempt, named from the attempt's durable id, so the name is the idempotency
+key: an ``execute`` replayed after a crash finds the Job it created instead of creating a
+second. ``backoffLimit: 0`` because retries are the engine's (every attempt is visible);
+a restricted security context; no service-account token unless a service account is named.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import Field
+
+from dirigent.blocks.base import Config
+from dirigent.sdk import Duration, JsonValue, StepContext
+
+__all__ = ["DockerConfig", "job_manifest", "job_name", "labels_for"]
+
+LABEL = "dirigent.dev"
+CONTAINER = "main"
+
+
+class Resources(Config):
+    requests: dict[str, str] = Field(default_factory=dict, description="e.g. {cpu: 100m}")
+    limits: dict[str, str] = Field(default_factory=dict, description="e.g. {memory: 256Mi}")
+
+
+class DockerConfig(Config):
+    image: str
+    command: list[str] | None = Field(default=None, description="Overrides the entrypoint.")
+    args: list[str] | None = None
+    env: dict[str, str] = Field(default_factory=dict, description="Literal values.")
+    env_from_params: dict[str, str] = Field(
+        default_factory=dict, description="Env var -> run param name."
+    )
+    connection: str | None = Field(default=None, description="Connection for envFromConnection.")
+    env_from_connection: dict[str, str] = Field(
+        default_factory=dict, description="Env var -> field of the connection."
+    )
+    namespace: str | None = Field(default=None, description="Default: the pipeline's.")
+    resources: Resources = Field(default_factory=Resources)
+    active_deadline: Duration | None = Field(
+        default=None, description="The Job's activeDeadlineSeconds."
+    )
+    ttl_after_finished: Duration = Field(
+        default=Duration.of(hours=1), description="ttlSecondsAfterFinished."
+    )
+    service_account: str | None = Field(
+        default=None, description="Runs as it, with its token mounted; default: none."
+    )
+    run_as_user: int = Field(default=65532, ge=1, description="A non-root uid.")
+    image_pull_policy: str | None = None
+    annotations: dict[str, str] = Field(default_factory=dict, description="On Job and pod.")
+    labels: dict[str, str] = Field(default_factory=dict)
+    image_pull_grace: Duration = Field(
+        default=Duration.of(minutes=2), description="How long an image pull may fail."
+    )
+    log_tail: int = Field(default=4096, ge=0, description="Log bytes kept in the output.")
+
+
+def job_name(ctx: StepContext) -> str:
+    """Stable per attempt; a DNS label."""
+    return f"dirigent-{ctx.run_id}-{ctx.attempt_id}"
+
+
+def labels_for(ctx: StepContext) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/managed-by": "dirigent",
+        f"{LABEL}/pipeline": ctx.pipeline,
+        f"{LABEL}/run": str(ctx.run_id),
+        f"{LABEL}/step": ctx.step,
+        f"{LABEL}/attempt": str(ctx.attempt_id),
+    }
+
+
+def _env(
+    config: DockerConfig, ctx: StepContext, connection: dict[str, Any]
+) -> list[dict[str, str]]:
+    values: dict[str, str] = {}
+    for var, param in config.env_from_params.items():
+        value: JsonValue = ctx.params.get(param)
+        values[var] = value if isinstance(value, str) else "" if value is None else str(value)
+    for var, field in config.env_from_connection.items():
+        values[var] = str(connection.get(field, ""))
+    values.update(config.env)
+    return [{"name": k, "value": v} for k, v in sorted(values.items())]
+
+
+def job_manifest(
+    config: DockerConfig, ctx: StepContext, namespace: str, connection: dict[str, Any]
+) -> dict[str, Any]:
+    labels = {**config.labels, **labels_for(ctx)}
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": config.image,
+        "env": _env(config, ctx, connection),
+        "resources": config.resources.model_dump(),
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "runAsNonRoot": True,
+            "runAsUser": config.run_as_user,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+    if config.command is not None:
+        container["command"] = config.command
+    if config.args is not None:
+        container["args"] = config.args
+    if config.image_pull_policy is not None:
+        container["imagePullPolicy"] = config.image_pull_policy
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": config.service_account is not None,
+        "containers": [container],
+    }
+    if config.service_account is not None:
+        pod_spec["serviceAccountName"] = config.service_account
+    spec: dict[str, Any] = {
+        "backoffLimit": 0,
+        "ttlSecondsAfterFinished": int(config.ttl_after_finished.total_seconds()),
+        "template": {
+            "metadata": {"labels": labels, "annotations": dict(config.annotations)},
+            "spec": pod_spec,
+        },
+    }
+    if config.active_deadline is not None:
+        spec["activeDeadlineSeconds"] = max(int(config.active_deadline.total_seconds()), 1)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(ctx),
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": dict(config.annotations),
+        },
+        "spec": spec,
+    }
+
+
+def parse_time(value: str | None) -> dt.datetime | None:
+    if not value:
+        return None
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
