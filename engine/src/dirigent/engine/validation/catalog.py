@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.manifests.references import has_references
-from dirigent.engine.plugins import Catalog
+from dirigent.engine.plugins import BlockEntry, Catalog
 from dirigent.engine.problems import Problem, problem
 
 
@@ -45,6 +45,30 @@ def _deferred(config: Any, path: list[Any]) -> bool:
         if isinstance(node, str) and has_references(node):
             return True
     return False
+
+
+def _check_partial(
+    entry: BlockEntry, config: dict[str, Any], where: tuple[str, ...]
+) -> list[Problem]:
+    """``check_config`` on a config still holding references, for what is already known.
+
+    The known values are checked (a jq program that does not compile is refused at apply
+    even when its input is a reference); an issue located at a value that is still a
+    reference is dropped, and a block whose check cannot cope with unresolved values is
+    left to the run.
+    """
+    try:
+        partial = entry.block.config_model.model_construct(**config)
+        issues = entry.block.check_config(partial)
+    except Exception:
+        return []
+    out: list[Problem] = []
+    for issue in issues:
+        loc = tuple(issue.location) if issue.location else ()
+        if loc and _deferred(config, list(loc)):
+            continue
+        out.append(problem(issue.code, issue.message, *where, "config", *loc, **issue.params))
+    return out
 
 
 def check_against_catalog(
@@ -119,6 +143,8 @@ def check_against_catalog(
                     connection=connection,
                 )
             )
+        if config_ok and _holds_reference(step.config):
+            out += _check_partial(entry, step.config, where)
         if config_ok and not _holds_reference(step.config):
             try:
                 config = entry.block.config_model.model_validate(step.config)
