@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 import json
@@ -40,7 +41,7 @@ async def run_one(
     h: Harness, name: str, params: dict[str, object] | None = None
 ) -> tuple[str, list[dict[str, object]]]:
     run = await h.run(name, params)
-    async with h.workers(1, heartbeat=0.2):
+    async with h.workers(1, heartbeat=dt.timedelta(milliseconds=200)):
         status = await h.until_settled(run.run_id)
     return status, await h.attempts(run.run_id)
 

@@ -60,7 +60,9 @@ class PipelineRunOperator(Operator[RunConfig, RunOutput]):
 
     async def execute(self, config: RunConfig, ctx: StepContext) -> RunOutput | RemoteHandle:
         started = await ctx.runs.start(config.pipeline, config.params, max_depth=config.max_depth)
-        ctx.log.info(f"started run {started.run_id} of '{config.pipeline}'", run_id=started.run_id)
+        ctx.log.info(
+            f"started run {started.run_id} of '{config.pipeline}'", child_run_id=started.run_id
+        )
         if not config.wait:
             return RunOutput(run_id=started.run_id, pipeline=config.pipeline, state=started.state)
         return RemoteHandle(block_id=self.spec.id, ref=str(started.run_id))

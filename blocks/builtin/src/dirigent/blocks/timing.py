@@ -3,8 +3,8 @@
 Why wall-clock in a zone: "between 02:00 and 05:00 Europe/Oslo" means local time, which
 moves against UTC twice a year. The window is computed from the local date with
 ``zoneinfo``, so it is DST-correct: on the spring-forward day a start inside the skipped
-hour opens at the first instant after it (folded forward), and on the fall-back day the
-first occurrence is used. A window whose end is before its start spans midnight.
+hour moves forward by the gap (02:30 opens at 03:30), and on the fall-back day the first
+occurrence is used. A window whose end is before its start spans midnight.
 """
 
 from __future__ import annotations
@@ -40,13 +40,13 @@ class WindowOutput(Output):
 
 
 def _local(day: dt.date, at: dt.time, zone: ZoneInfo) -> dt.datetime:
-    """``day at`` in ``zone`` as an aware UTC instant; a nonexistent local time moves forward."""
-    naive = dt.datetime.combine(day, at)
-    aware = naive.replace(tzinfo=zone, fold=0)
-    roundtrip = aware.astimezone(dt.UTC).astimezone(zone).replace(tzinfo=None)
-    if roundtrip != naive:  # inside a spring-forward gap: use the instant the gap ends
-        aware = naive.replace(tzinfo=zone, fold=1)
-    return aware.astimezone(dt.UTC)
+    """``day at`` in ``zone`` as an aware UTC instant.
+
+    ``fold=0`` (PEP 495) is the whole rule: a local time skipped by spring-forward is read
+    with the offset before the change, i.e. moved forward by the gap (02:30 -> 03:30), and
+    a local time repeated by fall-back is its first occurrence.
+    """
+    return dt.datetime.combine(day, at).replace(tzinfo=zone, fold=0).astimezone(dt.UTC)
 
 
 def window_state(
