@@ -271,7 +271,7 @@ class PostgresConnectionKind(ConnectionKind[PostgresConnection]):
         started = time.monotonic()
         try:
             conn = await asyncpg.connect(
-                config.dsn.get_secret_value(), seconds=config.timeout.total_seconds()
+                config.dsn.get_secret_value(), timeout=config.timeout.total_seconds()
             )
             try:
                 one = await conn.fetchval("SELECT 1")
