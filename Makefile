@@ -33,6 +33,7 @@ lint:
 	$(UV) run mypy
 	$(UV) run lint-imports
 	$(UV) run dirigent crds --check
+	$(UV) run dirigent blocks docs --check
 
 # Unit and integration tests (real embedded PostgreSQL).
 unit:

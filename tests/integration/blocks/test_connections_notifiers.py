@@ -96,7 +96,7 @@ async def test_email_delivers_one_plain_text_message(smtp: tuple[Mailbox, int]) 
 
 async def test_email_raises_when_the_server_refuses(smtp: tuple[Mailbox, int]) -> None:
     _, port = smtp
-    with pytest.raises(Exception, match="nobody@example.test"):
+    with pytest.raises(Exception, match=r"nobody@example\.test"):
         await EmailNotifier().send(ALERT, smtp_config(port, ["nobody@example.test"]))
 
 

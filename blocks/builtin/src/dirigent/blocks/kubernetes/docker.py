@@ -137,7 +137,12 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
             ctx.log.info(f"created Job {namespace}/{name}", image=config.image)
         except ApiError as err:
             if err.status != 409:
-                raise
+                raise BlockFailure(
+                    API,
+                    error_class=http_status_class(int(err.status or 0)),
+                    status=err.status,
+                    reason=err.reason,
+                ) from err
             existing = await kube.read_job(namespace, name)
             mine = (existing or {}).get("metadata", {}).get("labels", {})
             if mine.get("dirigent.dev/attempt") != str(ctx.attempt_id):
