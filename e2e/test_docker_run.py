@@ -1,0 +1,288 @@
+"""docker.run against the real API server: one Job per attempt, probed, fetched, cancelled.
+
+Given a pipeline whose step is docker.run, a run on the embedded PostgreSQL with workers
+of our own, and the e2e cluster (pods simulated by kwok: Job pods succeed with exit code 0,
+or fail with the exit code of their ``dirigent.dev/test-exit-code`` annotation; a pod that
+asks for more CPU than any node has stays Pending, which is how a Job is kept running).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dirigent.engine.runtime.cancelling import cancel_run
+from dirigent.engine.store import runs
+from dirigent.engine.store.pool import in_transaction
+from dirigent.engine.store.runs import RunRequest
+from e2e.harness.clusters import Cluster
+from e2e.harness.kwok import EXIT_CODE_ANNOTATION
+from e2e.kubectl import Kubectl
+from tests.conftest import database_factory, db_url, make_database, pg_server, pg_template
+from tests.integration.engine.conftest import processes
+from tests.integration.engine.harness import Harness, harness, spawn_worker
+
+pytestmark = pytest.mark.e2e
+__all__ = [
+    "database_factory",
+    "db_url",
+    "make_database",
+    "pg_server",
+    "pg_template",
+    "processes",
+]
+
+UNSAFE = frozenset({"docker.run"})
+FAST = {"heartbeat": dt.timedelta(milliseconds=200), "enabled_unsafe": UNSAFE}
+PENDING_FOREVER = {"requests": {"cpu": "1000"}}  # more than any kwok node offers
+
+
+@pytest.fixture
+async def h(
+    db_url: str, tmp_path: Path, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Harness]:
+    monkeypatch.setenv("DIRIGENT_KUBE_KUBECONFIG", str(cluster.kubeconfig))
+    async with harness(db_url, tmp_path / "artifacts") as found:
+        yield found
+
+
+def docker_pipeline(name: str, namespace: str, **config: Any) -> str:
+    body = {"image": "busybox:1.36", "namespace": namespace, "command": ["true"], **config}
+    return f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: {name}}}
+spec:
+  steps:
+    job: {{block: docker.run, poll: 200ms, config: {json.dumps(body)}}}
+"""
+
+
+async def start(h: Harness, name: str) -> int:
+    request = RunRequest(h.namespace, name, {})
+    created = await in_transaction(
+        h.pool,
+        lambda c: runs.create_run(
+            c, request, versions=h.versions, catalog=h.catalog, enabled_unsafe=UNSAFE
+        ),
+    )
+    return created.run_id
+
+
+def jobs(kubectl: Kubectl, namespace: str, run_id: int) -> list[dict[str, Any]]:
+    found = kubectl.json("get", "jobs", "-n", namespace, "-l", f"dirigent.dev/run={run_id}")
+    items: list[dict[str, Any]] = found["items"]
+    return items
+
+
+async def until(check: Any, what: str, timeout: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await asyncio.to_thread(check):
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.1)
+
+
+async def until_waiting(h: Harness, run_id: int) -> None:
+    deadline = asyncio.get_running_loop().time() + 30
+    while not any(a["status"] == "waiting" for a in await h.attempts(run_id, "job")):
+        assert asyncio.get_running_loop().time() < deadline, await h.attempts(run_id)
+        await asyncio.sleep(0.05)
+
+
+async def test_a_job_runs_to_success_with_a_restricted_spec(
+    h: Harness, kubectl: Kubectl, namespace: str
+) -> None:
+    await h.apply(docker_pipeline("ok", namespace, env={"GREETING": "hi"}))
+    run_id = await start(h, "ok")
+    async with h.workers(1, **FAST):
+        assert await h.until_settled(run_id, timeout=60) == "succeeded"
+    [attempt] = await h.attempts(run_id, "job")
+    out = attempt["output"]
+    assert out["exit_code"] == 0
+    assert out["log_tail"] == ""  # no kubelet: the log is empty, and the step says so
+    assert await h.storage.read_bytes(out["log_uri"]) == b""
+    logs = " ".join(line["message"] for line in await h.logs(run_id))
+    assert "stored an empty log" in logs
+    [job] = jobs(kubectl, namespace, run_id)
+    spec = job["spec"]
+    assert job["metadata"]["name"] == f"dirigent-{run_id}-{attempt['id']}"
+    assert job["metadata"]["labels"]["dirigent.dev/attempt"] == str(attempt["id"])
+    assert job["metadata"]["labels"]["dirigent.dev/step"] == "job"
+    assert spec["backoffLimit"] == 0 and spec["ttlSecondsAfterFinished"] == 3600
+    pod = spec["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    container = pod["containers"][0]
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["runAsNonRoot"] is True
+    assert container["env"] == [{"name": "GREETING", "value": "hi"}]
+
+
+async def test_a_failing_exit_code_fails_the_step_with_that_code(
+    h: Harness, namespace: str
+) -> None:
+    await h.apply(docker_pipeline("bad", namespace, annotations={EXIT_CODE_ANNOTATION: "3"}))
+    run_id = await start(h, "bad")
+    async with h.workers(1, **FAST):
+        assert await h.until_settled(run_id, timeout=60) == "failed"
+    [attempt] = await h.attempts(run_id, "job")
+    assert attempt["error_code"] == "engine.remote.failed"
+    assert "exit code 3" in attempt["error_message"]
+
+
+async def test_cancelling_the_run_deletes_the_job(
+    h: Harness, kubectl: Kubectl, namespace: str
+) -> None:
+    await h.apply(docker_pipeline("held", namespace, resources=PENDING_FOREVER))
+    run_id = await start(h, "held")
+    async with h.workers(1, **FAST):
+        await until_waiting(h, run_id)
+        assert len(jobs(kubectl, namespace, run_id)) == 1
+        told = await cancel_run(
+            h.pool,
+            run_id,
+            reason="test",
+            catalog=h.catalog,
+            storage=h.storage,
+            versions=h.versions,
+        )
+    assert told == 1
+    await until(lambda: not jobs(kubectl, namespace, run_id), "the Job to be deleted")
+    assert await h.status(run_id) == "cancelled"
+
+
+async def test_a_job_deleted_behind_the_engines_back_ends_as_lost(
+    h: Harness, kubectl: Kubectl, namespace: str
+) -> None:
+    await h.apply(docker_pipeline("lost", namespace, resources=PENDING_FOREVER))
+    run_id = await start(h, "lost")
+    async with h.workers(1, **FAST):
+        await until_waiting(h, run_id)
+        [job] = jobs(kubectl, namespace, run_id)
+        kubectl.run("delete", "job", job["metadata"]["name"], "-n", namespace, "--wait=false")
+        assert await h.until_settled(run_id, timeout=60) == "failed"
+    [attempt] = await h.attempts(run_id, "job")
+    assert attempt["error_code"] == "engine.remote.gone"
+
+
+async def test_an_execute_replayed_after_a_crash_finds_its_job_instead_of_making_a_second(
+    h: Harness, kubectl: Kubectl, namespace: str
+) -> None:
+    # What a worker killed between creating the Job and parking leaves behind: the Job named
+    # after the attempt, and the attempt still to execute.
+    await h.apply(docker_pipeline("replay", namespace))
+    run_id = await start(h, "replay")
+    [attempt] = await h.attempts(run_id, "job")
+    name = f"dirigent-{run_id}-{attempt['id']}"
+    kubectl.run("create", "job", name, "-n", namespace, "--image=busybox:1.36", "--", "true")
+    kubectl.run("label", "job", name, "-n", namespace, f"dirigent.dev/attempt={attempt['id']}")
+    kubectl.run("label", "job", name, "-n", namespace, f"dirigent.dev/run={run_id}")
+    async with h.workers(1, **FAST):
+        assert await h.until_settled(run_id, timeout=60) == "succeeded"
+    assert [j["metadata"]["name"] for j in jobs(kubectl, namespace, run_id)] == [name]
+    logs = " ".join(line["message"] for line in await h.logs(run_id))
+    assert "from an earlier try of this attempt" in logs
+
+
+async def test_a_worker_sigkilled_after_creating_the_job_does_not_create_a_second(
+    h: Harness,
+    db_url: str,
+    tmp_path: Path,
+    cluster: Cluster,
+    kubectl: Kubectl,
+    namespace: str,
+    processes: list[subprocess.Popen[bytes]],
+) -> None:
+    await h.apply(docker_pipeline("killed", namespace, resources=PENDING_FOREVER))
+    run_id = await start(h, "killed")
+    env = {
+        "DIRIGENT_KUBE_KUBECONFIG": str(cluster.kubeconfig),
+        "DIRIGENT_ENABLED_UNSAFE_BLOCKS": "docker.run",
+        "DIRIGENT_LEASE_DURATION": "2s",
+        "DIRIGENT_HEARTBEAT_INTERVAL": "500ms",
+        "DIRIGENT_SWEEP_INTERVAL": "0.5",
+    }
+    victim = spawn_worker(db_url, tmp_path / "artifacts", extra=env)
+    processes.append(victim)
+    await until(lambda: bool(jobs(kubectl, namespace, run_id)), "the first Job", timeout=60)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    processes.append(spawn_worker(db_url, tmp_path / "artifacts", extra=env))
+    # The survivor recovers the attempt (replaying execute, or probing the parked handle);
+    # either way it reaches the Job and probes it.
+    await until_waiting(h, run_id)
+    deadline = asyncio.get_running_loop().time() + 5
+    while asyncio.get_running_loop().time() < deadline:
+        assert len(jobs(kubectl, namespace, run_id)) == 1
+        await asyncio.sleep(0.5)
+    [attempt] = await h.attempts(run_id, "job")
+    assert attempt["status"] == "waiting"
+
+
+RBAC = """
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: runner, namespace: {ns}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: jobs, namespace: {ns}}}
+rules:
+- {{apiGroups: [batch], resources: [jobs], verbs: [create, get, delete]}}
+- {{apiGroups: [""], resources: [pods, pods/log], verbs: [get, list]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: runner-jobs, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: jobs}}
+subjects: [{{kind: ServiceAccount, name: runner, namespace: {ns}}}]
+"""
+
+
+def token_kubeconfig(kubectl: Kubectl, namespace: str, path: Path) -> Path:
+    admin = kubectl.json("config", "view", "--raw", "--minify")
+    cluster = admin["clusters"][0]
+    token = kubectl.run("create", "token", "runner", "-n", namespace).stdout.strip()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": "runner", "user": {"token": token}}],
+        "contexts": [{"name": "runner", "context": {"cluster": cluster["name"], "user": "runner"}}],
+        "current-context": "runner",
+    }
+    path.write_text(json.dumps(config))
+    return path
+
+
+async def test_an_api_error_during_probe_does_not_create_a_second_job(
+    h: Harness,
+    kubectl: Kubectl,
+    namespace: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kubectl.run("apply", "-f", "-", stdin=RBAC.format(ns=namespace))
+    monkeypatch.setenv(
+        "DIRIGENT_KUBE_KUBECONFIG", str(token_kubeconfig(kubectl, namespace, tmp_path / "kc"))
+    )
+    await h.apply(docker_pipeline("flaky", namespace, resources=PENDING_FOREVER))
+    run_id = await start(h, "flaky")
+    async with h.workers(1, **FAST):
+        await until_waiting(h, run_id)
+        # The worker loses its right to read Jobs: every probe now gets 403 from the API.
+        kubectl.run("delete", "rolebinding", "runner-jobs", "-n", namespace)
+        deadline = asyncio.get_running_loop().time() + 5
+        while asyncio.get_running_loop().time() < deadline:
+            assert len(jobs(kubectl, namespace, run_id)) == 1
+            await asyncio.sleep(0.25)
+        kubectl.run("apply", "-f", "-", stdin=RBAC.format(ns=namespace))
+    assert len(jobs(kubectl, namespace, run_id)) == 1
+    assert len(await h.attempts(run_id, "job")) == 1
