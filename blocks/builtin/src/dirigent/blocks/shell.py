@@ -94,6 +94,11 @@ class ShellRunOperator(Operator[ShellConfig, ShellOutput]):
         id="shell.run",
         group="execute",
         summary="Run a command on the worker (unsafe: must be enabled).",
+        description=(
+            "Fails with `shell.exit` unless the exit code is in `okExitCodes`. The environment "
+            "holds only PATH and `env` unless `inheritEnv`. A timeout or cancel kills the "
+            "process group; stdout/stderr go whole to `stdout_uri`/`stderr_uri`."
+        ),
         local_execution=True,
     )
     config_model: ClassVar[type[BaseModel]] = ShellConfig

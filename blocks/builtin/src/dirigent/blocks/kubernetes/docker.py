@@ -104,6 +104,15 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
         id="docker.run",
         group="execute",
         summary="Run a container image as a Kubernetes Job (unsafe: must be enabled).",
+        description=(
+            "One Job per attempt in the pipeline's namespace (or `namespace`), named "
+            "`dirigent-<run>-<attempt>`, `backoffLimit: 0`, a restricted security context. "
+            "The cluster is the worker's own: in-cluster credentials, or a kubeconfig from "
+            "DIRIGENT_KUBE_KUBECONFIG (else KUBECONFIG); DIRIGENT_KUBE_QPS / DIRIGENT_KUBE_BURST "
+            "bound the worker's API request rate (default 20 / 40). Failed: exit code and "
+            "reason (OOMKilled, DeadlineExceeded; an image that cannot be pulled after "
+            "`imagePullGrace`). The whole log goes to storage (empty when no kubelet serves it)."
+        ),
         local_execution=True,
         default_poll=Duration.of(seconds=5),
     )
