@@ -189,7 +189,8 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
             created = parse_time(job["metadata"].get("creationTimestamp"))
             age = dt.datetime.now(dt.UTC) - created if created else dt.timedelta(0)
             if age > config.image_pull_grace.to_timedelta():
-                await kube.delete_job(namespace, name)
+                # probe stays read-only: the Job is deleted by cancel, which the engine calls
+                # on every path that ends an attempt with its remote still there.
                 return ProbeResult.failed(
                     f"Job {name}: {waiting['reason']} for {int(age.total_seconds())}s: "
                     f"{waiting.get('message', '')}",
