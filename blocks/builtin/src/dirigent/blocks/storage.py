@@ -9,7 +9,6 @@ a 1 GB copy holds one buffer. Writes are all or nothing (the backend's promise).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import ClassVar, Literal
 
@@ -178,13 +177,11 @@ class StorageCopyOperator(_StorageBlock, Operator[CopyConfig, ObjectOutput]):
 
     async def execute(self, config: CopyConfig, ctx: StepContext) -> ObjectOutput:
         info = await _stat(ctx, config.source)
-        digest = hashlib.sha256()
         try:
             async with ctx.storage.open_write(config.target, info.content_type) as writer:
                 async for chunk in ctx.storage.open_read(
                     config.source, chunk_size=max(config.chunk_size.bytes, 1)
                 ):
-                    digest.update(chunk)
                     await writer.write(chunk)
         except PermissionError as err:
             raise _refused(err) from err
