@@ -19,10 +19,6 @@ from typing import Any
 
 import pytest
 
-from dirigent.engine.runtime.cancelling import cancel_run
-from dirigent.engine.store import runs
-from dirigent.engine.store.pool import in_transaction
-from dirigent.engine.store.runs import RunRequest
 from e2e.harness.clusters import Cluster
 from e2e.harness.kwok import EXIT_CODE_ANNOTATION
 from e2e.kubectl import Kubectl
@@ -50,7 +46,7 @@ async def h(
     db_url: str, tmp_path: Path, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Harness]:
     monkeypatch.setenv("DIRIGENT_KUBE_KUBECONFIG", str(cluster.kubeconfig))
-    async with harness(db_url, tmp_path / "artifacts") as found:
+    async with harness(db_url, tmp_path / "artifacts", unsafe=("docker.run",)) as found:
         yield found
 
 
@@ -67,14 +63,7 @@ spec:
 
 
 async def start(h: Harness, name: str) -> int:
-    request = RunRequest(h.namespace, name, {})
-    created = await in_transaction(
-        h.pool,
-        lambda c: runs.create_run(
-            c, request, versions=h.versions, catalog=h.catalog, enabled_unsafe=UNSAFE
-        ),
-    )
-    return created.run_id
+    return (await h.run(name)).run_id
 
 
 def jobs(kubectl: Kubectl, namespace: str, run_id: int) -> list[dict[str, Any]]:
@@ -145,14 +134,7 @@ async def test_cancelling_the_run_deletes_the_job(
     async with h.workers(1, **FAST):
         await until_waiting(h, run_id)
         assert len(jobs(kubectl, namespace, run_id)) == 1
-        told = await cancel_run(
-            h.pool,
-            run_id,
-            reason="test",
-            catalog=h.catalog,
-            storage=h.storage,
-            versions=h.versions,
-        )
+        told = await h.engine.cancel_run(h.namespace, run_id, reason="test")
     assert told == 1
     await until(lambda: not jobs(kubectl, namespace, run_id), "the Job to be deleted")
     assert await h.status(run_id) == "cancelled"

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
 
-from tests.integration.engine.conftest import h, no_leaked_tasks
+from tests.integration.engine.conftest import no_leaked_tasks
+from tests.integration.engine.harness import Harness, harness
 
 __all__ = ["Server", "h", "no_leaked_tasks", "server"]
+UNSAFE = ("shell.run", "docker.run")
+
+
+@pytest.fixture
+async def h(db_url: str, tmp_path: Path) -> AsyncIterator[Harness]:
+    """An engine on a fresh database whose instance enables the code-running blocks."""
+    async with harness(db_url, tmp_path / "artifacts", unsafe=UNSAFE) as found:
+        yield found
+
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

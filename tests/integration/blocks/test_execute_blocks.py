@@ -8,9 +8,6 @@ import os
 from pathlib import Path
 
 from dirigent.blocks.timing import WindowConfig, window_state
-from dirigent.engine.store import runs
-from dirigent.engine.store.pool import in_transaction
-from dirigent.engine.store.runs import RunRequest
 from tests.integration.blocks.test_http import pipeline, run_one
 from tests.integration.engine.harness import Harness
 
@@ -18,15 +15,7 @@ UNSAFE = frozenset({"shell.run"})
 
 
 async def start(h: Harness, name: str) -> int:
-    """A run of ``name`` with shell.run enabled (the unsafe gate is checked at creation)."""
-    request = RunRequest(h.namespace, name, {})
-    created = await in_transaction(
-        h.pool,
-        lambda c: runs.create_run(
-            c, request, versions=h.versions, catalog=h.catalog, enabled_unsafe=UNSAFE
-        ),
-    )
-    return created.run_id
+    return (await h.run(name)).run_id
 
 
 async def test_shell_run_keeps_tails_and_stores_whole_streams(h: Harness) -> None:
@@ -103,8 +92,6 @@ async def test_a_timeout_kills_the_whole_process_group(h: Harness, tmp_path: Pat
 
 
 async def test_cancelling_the_run_kills_the_command(h: Harness, tmp_path: Path) -> None:
-    from dirigent.engine.runtime.cancelling import cancel_run
-
     pidfile = tmp_path / "sh.pid"
     await h.apply(
         pipeline(
@@ -115,9 +102,7 @@ async def test_cancelling_the_run_kills_the_command(h: Harness, tmp_path: Path) 
     run_id = await start(h, "sh")
     async with h.workers(1, enabled_unsafe=UNSAFE, heartbeat=dt.timedelta(milliseconds=200)):
         pid = await _read_pid(pidfile)
-        await cancel_run(
-            h.pool, run_id, reason="test", catalog=h.catalog, storage=h.storage, versions=h.versions
-        )
+        await h.engine.cancel_run(h.namespace, run_id, reason="test")
         assert await _pid_gone(pid), "the command outlived the cancelled run"
     assert await h.status(run_id) == "cancelled"
 
@@ -174,8 +159,6 @@ async def test_a_pipeline_starting_itself_is_stopped_by_the_depth_guard(h: Harne
 
 
 async def test_cancelling_the_parent_cancels_the_child(h: Harness) -> None:
-    from dirigent.engine.runtime.cancelling import cancel_run
-
     await h.apply(
         pipeline("slow", "    wait: {block: core.wait, poll: 100ms, config: {pokes: 100000}}")
     )
@@ -191,14 +174,7 @@ async def test_cancelling_the_parent_cancels_the_child(h: Harness) -> None:
         while (await h.attempts(run.run_id, "call"))[0]["status"] != "waiting":
             assert asyncio.get_running_loop().time() < deadline
             await asyncio.sleep(0.05)
-        await cancel_run(
-            h.pool,
-            run.run_id,
-            reason="test",
-            catalog=h.catalog,
-            storage=h.storage,
-            versions=h.versions,
-        )
+        await h.engine.cancel_run(h.namespace, run.run_id, reason="test")
     child = await h.fetchval("SELECT id FROM runs WHERE parent_run_id = $1", run.run_id)
     assert await h.status(child) == "cancelled"
 

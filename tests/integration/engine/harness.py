@@ -139,12 +139,14 @@ def spawn_worker(
 
 
 @contextlib.asynccontextmanager
-async def harness(url: str, root: Path) -> AsyncIterator[Harness]:
+async def harness(
+    url: str, root: Path, *, unsafe: tuple[str, ...] = ("testing.unsafe",)
+) -> AsyncIterator[Harness]:
     settings = EngineSettings(
         database_url=url,
         artifact_root=root,
         metrics_port=None,
-        enabled_unsafe_blocks=["testing.unsafe"],
+        enabled_unsafe_blocks=list(unsafe),
     )
     database = await Database.connect(url, max_size=20)
     try:
