@@ -193,7 +193,12 @@ async def test_a_worker_sigkilled_after_creating_the_job_does_not_create_a_secon
     }
     victim = spawn_worker(db_url, tmp_path / "artifacts", extra=env)
     processes.append(victim)
-    await until(lambda: bool(jobs(kubectl, namespace, run_id)), "the first Job", timeout=60)
+    try:
+        await until(lambda: bool(jobs(kubectl, namespace, run_id)), "the first Job", timeout=180)
+    except AssertionError:
+        victim.kill()
+        _, err = victim.communicate()
+        raise AssertionError(f"{await h.attempts(run_id)}\n{err.decode()[-3000:]}") from None
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     processes.append(spawn_worker(db_url, tmp_path / "artifacts", extra=env))
