@@ -20,14 +20,13 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dirigent.blocks.base import Output
 from dirigent.blocks.connections import KubernetesConnection
-from dirigent.blocks.kubernetes.client import ApiError, KubeClient
 from dirigent.blocks.kubernetes.jobs import (
     CONTAINER,
     DockerConfig,
@@ -48,7 +47,20 @@ from dirigent.sdk import (
     http_status_class,
 )
 
+if TYPE_CHECKING:
+    from dirigent.blocks.kubernetes.client import KubeClient
+
 __all__ = ["DockerRunOperator", "KubeSettings"]
+
+
+def _api_error() -> type[Exception]:
+    # The kubernetes package is imported on first use, not when the plugin loads: it is
+    # large, and a worker that never runs docker.run should not pay for it at start.
+    from dirigent.blocks.kubernetes.client import ApiError
+
+    error: type[Exception] = ApiError
+    return error
+
 
 API = Message("docker.api", "the Kubernetes API answered {status}: {reason}")
 FOREIGN_JOB = Message(
@@ -129,6 +141,8 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
     async def kube(self) -> KubeClient:
         async with self._lock:
             if self._client is None:
+                from dirigent.blocks.kubernetes.client import KubeClient
+
                 settings = self._settings or KubeSettings()
                 self._client = await KubeClient.build(settings.connection())
             return self._client
@@ -144,13 +158,14 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
         try:
             await kube.create_job(namespace, body)
             ctx.log.info(f"created Job {namespace}/{name}", image=config.image)
-        except ApiError as err:
-            if err.status != 409:
+        except _api_error() as err:
+            if getattr(err, "status", None) != 409:
+                status = int(getattr(err, "status", 0) or 0)
                 raise BlockFailure(
                     API,
-                    error_class=http_status_class(int(err.status or 0)),
-                    status=err.status,
-                    reason=err.reason,
+                    error_class=http_status_class(status),
+                    status=status,
+                    reason=getattr(err, "reason", ""),
                 ) from err
             existing = await kube.read_job(namespace, name)
             mine = (existing or {}).get("metadata", {}).get("labels", {})
@@ -212,7 +227,7 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
         if pod is not None:
             try:
                 log = await kube.pod_log(namespace, pod, CONTAINER)
-            except (ApiError, OSError) as err:
+            except (_api_error(), OSError) as err:
                 ctx.log.warning(
                     f"no log for pod {pod}: the API server could not serve it ({_why(err)}); stored an empty log"
                 )
@@ -235,13 +250,15 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
         return await kube.delete_job(handle.meta["namespace"], handle.meta["name"])
 
     def classify_error(self, error: Exception) -> ErrorClass:
-        if isinstance(error, ApiError) and error.status:
-            return http_status_class(int(error.status))
+        status = getattr(error, "status", None)
+        if isinstance(status, int) and isinstance(error, _api_error()):
+            return http_status_class(status)
         return classify_default(error)
 
 
 def _why(err: Exception) -> str:
-    return f"{err.status} {err.reason}" if isinstance(err, ApiError) else repr(err)
+    status = getattr(err, "status", None)
+    return f"{status} {getattr(err, 'reason', '')}" if status else repr(err)
 
 
 def _container_state(pod: dict[str, Any]) -> dict[str, Any]:
