@@ -266,10 +266,23 @@ async def test_an_api_error_during_probe_does_not_create_a_second_job(
         await until_waiting(h, run_id)
         # The worker loses its right to read Jobs: every probe now gets 403 from the API.
         kubectl.run("delete", "rolebinding", "runner-jobs", "-n", namespace)
-        deadline = asyncio.get_running_loop().time() + 5
-        while asyncio.get_running_loop().time() < deadline:
-            assert len(jobs(kubectl, namespace, run_id)) == 1
-            await asyncio.sleep(0.25)
+        await until_row(h, run_id, lambda a: a["probe_errors"] >= 2, "two failed probes")
+        assert len(jobs(kubectl, namespace, run_id)) == 1
         kubectl.run("apply", "-f", "-", stdin=RBAC.format(ns=namespace))
+        # The right comes back: the next probe reads the same Job, and the attempt waits on.
+        await until_row(
+            h, run_id, lambda a: a["probe_errors"] == 0 and a["status"] == "waiting", "a probe"
+        )
     assert len(jobs(kubectl, namespace, run_id)) == 1
-    assert len(await h.attempts(run_id, "job")) == 1
+    [attempt] = await h.attempts(run_id, "job")
+    assert attempt["error_code"] is None
+
+
+async def until_row(h: Harness, run_id: int, check: Any, what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + 60
+    while True:
+        [attempt] = await h.attempts(run_id, "job")
+        if check(attempt):
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"no {what}: {attempt}"
+        await asyncio.sleep(0.1)

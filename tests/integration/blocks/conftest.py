@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tests.integration.engine.conftest import no_leaked_tasks
 from tests.integration.engine.harness import Harness, harness
 
-__all__ = ["Server", "h", "no_leaked_tasks", "server"]
+__all__ = ["Server", "h", "server"]
 UNSAFE = ("shell.run", "docker.run")
 
 
