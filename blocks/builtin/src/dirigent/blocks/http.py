@@ -3,9 +3,9 @@
 A step names either an absolute ``url``, or a ``connection`` of kind http plus a ``path``;
 the connection brings the base URL, headers, auth, TLS verification and timeout, so a
 document carries no credential. Error classes are honest: 5xx, 408, 425, 429 and timeouts
-are transient, every other 4xx rejected. A 429 (or 503) with a short ``Retry-After`` is
-waited out and asked once more inside the attempt, because the server said when to come
-back; a longer one fails the attempt as transient with ``retry_after_s`` in its params.
+are transient, every other 4xx rejected. A 429 (or, for an idempotent method, a 503)
+with a short ``Retry-After`` is waited out and asked once more inside the attempt, because
+the server said when to come back; a longer one fails the attempt as transient with ``retry_after_s`` in its params.
 Transport retries (a refused or reset connection before anything was sent) are made only
 for idempotent methods, so a POST is never sent twice by us.
 
@@ -177,7 +177,9 @@ class HttpRequestOperator(Operator[RequestConfig, RequestOutput]):
         prepared = Prepared(config, ctx)
         started = time.monotonic()
         output = await self._send(config, prepared, ctx, started)
-        if output.status == 429 or output.status == 503:
+        # 429 means "not processed": asking again is safe for any method; a 503 only for
+        # an idempotent one.
+        if output.status == 429 or (output.status == 503 and config.method in IDEMPOTENT):
             wait = retry_after_from(output)
             if wait is not None and wait <= config.max_retry_after.total_seconds():
                 ctx.log.info(f"{output.status}: waiting {wait}s as Retry-After asks")
