@@ -107,6 +107,7 @@ def test_the_operator_works_on_its_own_cluster_role(
 
 
 def test_people_roles_aggregate_with_the_documented_verbs(kubectl: Kubectl, kube_api: Any) -> None:
+    kubectl.run("create", "namespace", "dirigent-system", check=False)
     kubectl.run("apply", "-k", str(RBAC))
     kubectl.run("create", "namespace", "team", check=False)
     for role, user in (("view", "vera"), ("edit", "eddie"), ("admin", "ada")):

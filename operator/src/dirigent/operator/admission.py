@@ -40,6 +40,8 @@ from .pipelines import parsed
 
 __all__ = ["judge", "spec_changed"]
 
+_UNKNOWN_CONNECTION = "pipeline.connection.unknown"
+
 
 def spec_changed(
     operation: str | None, body: Mapping[str, Any], old: Mapping[str, Any] | None
@@ -65,13 +67,11 @@ async def judge(
     if manifest is None:
         return sort_problems(problems)
     if isinstance(manifest, Pipeline):
-        problems = check_pipeline(manifest)
-        problems += check_against_catalog(
-            manifest,
-            ctx.engine.catalog,
-            connections=connections,
-            enabled_unsafe=ctx.engine.enabled_unsafe,
-        )
+        problems = check_pipeline(manifest) + _against_catalog(ctx, manifest, connections)
+        if any(p.code == _UNKNOWN_CONNECTION for p in problems):
+            # The index may trail a Connection created a moment ago in the same apply.
+            listed = await ctx.kube.names("Connection", namespace)
+            problems = check_pipeline(manifest) + _against_catalog(ctx, manifest, listed)
     elif isinstance(manifest, Connection):
         problems = await _connection_problems(ctx, manifest, namespace)
     else:
@@ -81,6 +81,17 @@ async def judge(
         elif target is not None and isinstance(manifest, Schedule):
             problems = check_schedule_against(manifest, target)
     return sort_problems(problems)
+
+
+def _against_catalog(
+    ctx: Context, manifest: Pipeline, connections: Collection[str]
+) -> list[Problem]:
+    return check_against_catalog(
+        manifest,
+        ctx.engine.catalog,
+        connections=connections,
+        enabled_unsafe=ctx.engine.enabled_unsafe,
+    )
 
 
 async def _connection_problems(ctx: Context, manifest: Connection, namespace: str) -> list[Problem]:

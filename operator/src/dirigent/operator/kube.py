@@ -143,6 +143,13 @@ class Kube:
             raise
         return obj
 
+    async def names(self, kind: str, namespace: str) -> set[str]:
+        """Names of the objects of one of our kinds in a namespace (a fresh list call)."""
+        listed: dict[str, Any] = await asyncio.to_thread(
+            self.custom.list_namespaced_custom_object, API_GROUP, VERSION, namespace, PLURALS[kind]
+        )
+        return {item["metadata"]["name"] for item in listed.get("items", [])}
+
     async def patch_annotations(
         self, ref: ObjectRef, annotations: Mapping[str, str | None]
     ) -> None:

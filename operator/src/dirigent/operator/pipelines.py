@@ -88,6 +88,11 @@ async def delete_pipeline(ctx: Context, body: Mapping[str, Any]) -> None:
         policy = "Retain"  # an invalid spec never escalates to deleting history
     deleted = await ctx.engine.delete("Pipeline", ref.namespace, ref.name, policy)
     ctx.metrics.observe(ref.kind, ref.namespace, ref.name, None)
+    if policy == "Delete":
+        what = f"cancelled {deleted.runs_cancelled} run(s) in flight, deleted its history"
+    else:
+        what = "deactivated in the engine, history kept"
+    await ctx.kube.event(ref, type_="Normal", reason="Deleted", message=f"{policy}: {what}")
     log.info(
         "pipeline deleted",
         namespace=ref.namespace,
