@@ -101,6 +101,7 @@ class System:
             "DIRIGENT_ARTIFACT_ROOT": str(self.workdir / "artifacts"),
             "DIRIGENT_METRICS_PORT": "0",
             "DIRIGENT_POLL_INTERVAL": "0.2",
+            "PYTHONUNBUFFERED": "1",
             **extra,
         }
 
