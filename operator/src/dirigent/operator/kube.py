@@ -16,12 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from dirigent.engine.manifests.base import API_GROUP
 
 from .conditions import now
+
+log = structlog.get_logger("dirigent.operator")
 
 __all__ = ["ApiException", "Kube", "ObjectRef", "api_client"]
 
@@ -185,4 +188,9 @@ class Kube:
             "count": 1,
             "reportingComponent": "dirigent-operator",
         }
-        await asyncio.to_thread(self.core.create_namespaced_event, ref.namespace, body)
+        try:
+            await asyncio.to_thread(self.core.create_namespaced_event, ref.namespace, body)
+        except ApiException as exc:
+            # An Event is a courtesy: a terminating namespace (403) or a hiccup must never
+            # fail the reconcile or the deletion that raised it.
+            log.warning("event not recorded", reason=reason, name=ref.name, status=exc.status)
