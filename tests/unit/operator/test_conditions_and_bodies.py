@@ -35,7 +35,11 @@ BODY = {
 
 def test_a_document_keeps_what_a_person_wrote() -> None:
     doc = document(BODY)
-    assert doc["metadata"] == {"name": "p", "labels": {"team": "data"}, "annotations": {"owner": "ops"}}
+    assert doc["metadata"] == {
+        "name": "p",
+        "labels": {"team": "data"},
+        "annotations": {"owner": "ops"},
+    }
     assert "status" not in doc
     manifest, problems = to_manifest(BODY)
     assert problems == [] and manifest is not None and manifest.metadata.name == "p"
@@ -62,7 +66,9 @@ def test_the_transition_time_changes_only_with_the_status() -> None:
 
 
 def test_other_condition_types_are_kept() -> None:
-    both = set_condition([{"type": "Healthy", "status": "True"}], condition("Ready", True, "A", "m"))
+    both = set_condition(
+        [{"type": "Healthy", "status": "True"}], condition("Ready", True, "A", "m")
+    )
     assert [c["type"] for c in both] == ["Healthy", "Ready"]
 
 
