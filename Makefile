@@ -41,3 +41,14 @@ unit:
 
 # Everything CI runs: static checks, unit + integration, then e2e against a real apiserver.
 test: lint unit e2e
+
+.PHONY: demo-up demo-down
+
+# A local control plane (or kind where Docker answers) with the CRDs, plus dirigent's
+# operator and worker as local processes on an embedded PostgreSQL. Prints export lines:
+#   eval "$(make -s demo-up)"
+demo-up: $(if $(DIRIGENT_E2E_KUBECONFIG),,k8s-binaries)
+	@$(UV) run python -m e2e.harness.demo up
+
+demo-down:
+	@$(UV) run python -m e2e.harness.demo down

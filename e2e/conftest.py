@@ -83,3 +83,36 @@ def namespace(kubectl: Kubectl, request: pytest.FixtureRequest) -> Iterator[str]
 @pytest.fixture
 def given(kubectl: Kubectl, namespace: str) -> Given:
     return Given(kubectl, namespace)
+
+
+# --- dirigent's own processes ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def system(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """An embedded PostgreSQL, a worker and one operator against the session's cluster."""
+    from e2e.harness.system import System
+
+    with System(cluster.kubeconfig, tmp_path_factory.mktemp("dirigent")) as s:
+        yield s
+    api = cluster.api_client()
+    try:
+        delete_dirigent_webhook_configurations(api)
+    finally:
+        api.close()
+
+
+@pytest.fixture
+def operator(system: Any) -> Any:
+    """The system with one live, leading operator (restarted if a test killed the last one)."""
+    live = [p for p in system.operators if p.running()]
+    if not live:
+        system.start_operator()
+    return system
+
+
+@pytest.fixture
+def engine_client(system: Any) -> Any:
+    from e2e.engine import EngineClient
+
+    return EngineClient(system.database_url, system.secret_key)

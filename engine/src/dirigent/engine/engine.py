@@ -395,6 +395,15 @@ class Engine:
         config = dataclasses.replace(worker_config(self.settings), **overrides)
         return Worker(self._db.pool, asyncpg_dsn(self.url), self.catalog, self.storage, config)
 
+    # --- operator status -------------------------------------------------------------
+
+    async def pipeline_summary(self, namespace: str, name: str) -> PipelineSummary | None:
+        """One pipeline's summary (runs in flight, newest run): what its status shows."""
+        rows = await self._read(
+            lambda c: reads.pipeline_summaries(c, namespace, after=None, limit=1, only=name)
+        )
+        return rows[0] if rows else None
+
 
 class _Broadcast:
     """Wakes every waiting subscriber at once; each wait gets a fresh event."""

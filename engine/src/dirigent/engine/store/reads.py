@@ -49,9 +49,15 @@ _LAST_RUN = """
 
 
 async def pipeline_summaries(
-    conn: asyncpg.Connection, namespace: str, *, after: str | None, limit: int
+    conn: asyncpg.Connection,
+    namespace: str,
+    *,
+    after: str | None,
+    limit: int,
+    only: str | None = None,
 ) -> list[PipelineSummary]:
-    """Pipelines by name after ``after``, each with its runs in flight and its newest run."""
+    """Pipelines by name after ``after`` (or just ``only``), each with its runs in flight and
+    its newest run."""
     rows = await conn.fetch(
         f"""SELECT p.namespace, p.name, p.active, p.updated_at, v.number AS version, v.digest,
                    v.document #>> '{{spec,title}}' AS title,
@@ -61,10 +67,12 @@ async def pipeline_summaries(
             FROM pipelines p LEFT JOIN pipeline_versions v ON v.id = p.current_version_id
             {_LAST_RUN}
             WHERE p.namespace = $1 AND ($2::text IS NULL OR p.name > $2)
+              AND ($4::text IS NULL OR p.name = $4)
             ORDER BY p.name LIMIT $3""",
         namespace,
         after,
         limit,
+        only,
     )
     return [_summary(r) for r in rows]
 

@@ -1,0 +1,63 @@
+"""What every handler shares: the engine door, the Kubernetes client, settings and metrics.
+
+Why an object and not module globals: kopf handlers are registered by ``registry.build``
+as closures over one ``Context``, so two operators in one process (tests) never share
+state, and a handler's dependencies are visible in its signature's first argument.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from dirigent.engine import Engine
+
+from .kube import Kube, ObjectRef
+from .metrics import OperatorMetrics
+from .settings import OperatorSettings
+
+__all__ = ["Context", "Outcome"]
+
+log = structlog.get_logger("dirigent.operator")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a reconcile decided: the status to merge, and whether the resource is Ready."""
+
+    status: dict[str, Any]
+    ready: bool
+    result: str  # ok | invalid | error: the metrics label
+    annotations: Mapping[str, str | None] | None = None
+
+
+@dataclass
+class Context:
+    engine: Engine
+    kube: Kube
+    settings: OperatorSettings
+    metrics: OperatorMetrics
+
+    @asynccontextmanager
+    async def measured(self, kind: str) -> AsyncIterator[None]:
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.metrics.duration.labels(kind=kind).observe(time.monotonic() - began)
+
+    def record(self, ref: ObjectRef, outcome: Outcome) -> None:
+        self.metrics.reconciles.labels(kind=ref.kind, result=outcome.result).inc()
+        self.metrics.observe(ref.kind, ref.namespace, ref.name, outcome.ready)
+
+    async def write(self, ref: ObjectRef, outcome: Outcome) -> None:
+        """Write an outcome reached outside a kopf handler (a re-sync, a dependent)."""
+        self.record(ref, outcome)
+        await self.kube.patch_status(ref, outcome.status)
+        if outcome.annotations:
+            await self.kube.patch_annotations(ref, outcome.annotations)
