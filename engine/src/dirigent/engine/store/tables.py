@@ -516,9 +516,7 @@ schedules = Table(
     Column("paused", Boolean, nullable=False, server_default=text("false")),
     _ts("next_fire_at"),
     _ts("last_fire_at"),
-    Column(
-        "last_run_id", BigInteger, ForeignKey("runs.id", ondelete="SET NULL"), nullable=True
-    ),
+    Column("last_run_id", BigInteger, ForeignKey("runs.id", ondelete="SET NULL"), nullable=True),
     Column("last_error", Text, nullable=True),
     Column("owner_uid", Text, nullable=True),
     _ts("created_at", nullable=False, now=True),
