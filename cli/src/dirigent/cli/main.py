@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from dirigent.cli import crds, migrate, run, validate, worker
+from dirigent.cli import crds, migrate, run, scheduler, validate, worker
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="dirigent: pipelines on Kubernetes."
@@ -21,6 +21,7 @@ app.command("validate")(validate.command)
 app.command("migrate")(migrate.migrate)
 app.command("worker")(worker.command)
 app.command("run")(run.command)
+app.command("scheduler")(scheduler.command)
 
 
 def main() -> None:

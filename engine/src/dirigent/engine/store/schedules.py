@@ -233,7 +233,7 @@ async def fire(
         async with conn.transaction():
             run_id = (await create(conn, request)).run_id
     except ProblemsError as err:
-        message = "; ".join(p.message for p in err.problems)
+        message = "; ".join(p.render() for p in err.problems)
     await conn.execute(
         """
         WITH f AS (

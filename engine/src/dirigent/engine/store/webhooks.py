@@ -243,7 +243,7 @@ async def start_run(
         status = 409 if first.code == "run.concurrency.skipped" else 422
         reason = first.code if status == 409 else "webhook.params.invalid"
         delivery = Delivery(
-            hook.id, status, reason, "; ".join(p.message for p in err.problems), body_size
+            hook.id, status, reason, "; ".join(p.render() for p in err.problems), body_size
         )
     await record(conn, delivery)
     return delivery
