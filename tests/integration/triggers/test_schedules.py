@@ -56,9 +56,7 @@ async def setup(
     concurrency: str = "Allow",
     name: str = "nightly",
 ) -> None:
-    await h.apply(
-        PIPELINE.format(name="load", path=tmp_path / "rec", concurrency=concurrency)
-    )
+    await h.apply(PIPELINE.format(name="load", path=tmp_path / "rec", concurrency=concurrency))
     await h.apply(SCHEDULE.format(name=name, pipeline="load", clock=clock, tz=tz))
 
 
@@ -71,7 +69,11 @@ async def test_apply_computes_next_fire_at_in_the_schedules_zone(
     local = view.next_fire_at.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Oslo"))
     assert (local.hour, local.minute) == (5, 0)
     assert view.next_fire_at > dt.datetime.now(dt.UTC)
-    again = await h.apply(SCHEDULE.format(name="nightly", pipeline="load", clock="cron: '0 5 * * *'", tz="Europe/Oslo"))
+    again = await h.apply(
+        SCHEDULE.format(
+            name="nightly", pipeline="load", clock="cron: '0 5 * * *'", tz="Europe/Oslo"
+        )
+    )
     assert again.action == "unchanged"
 
 
@@ -140,9 +142,7 @@ async def test_misfire_fires_once_and_recomputes_from_now(h: Harness, tmp_path: 
     assert scheduler.metrics.misfires._value.get() == 1
 
 
-async def test_failed_firings_are_recorded_with_their_message(
-    h: Harness, tmp_path: Path
-) -> None:
+async def test_failed_firings_are_recorded_with_their_message(h: Harness, tmp_path: Path) -> None:
     await setup(h, tmp_path, clock="interval: 1h", concurrency="Skip")
     clock = Clock()
     scheduler = h.engine.scheduler(clock=clock)
@@ -170,9 +170,7 @@ async def test_failed_firings_are_recorded_with_their_message(
     assert scheduler.metrics.firings.labels("failed")._value.get() == 2
 
 
-async def test_one_time_schedule_fires_once_then_pauses_itself(
-    h: Harness, tmp_path: Path
-) -> None:
+async def test_one_time_schedule_fires_once_then_pauses_itself(h: Harness, tmp_path: Path) -> None:
     when = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=2)).replace(microsecond=0)
     await setup(h, tmp_path, clock=f"at: '{when.isoformat()}'")
     clock = Clock()
@@ -244,9 +242,7 @@ async def test_a_one_second_interval_fires_for_real(h: Harness, tmp_path: Path) 
     finally:
         scheduler.stop()
         await task
-    slots = await h.fetchval(
-        "SELECT array_agg(scheduled_for ORDER BY id) FROM schedule_firings"
-    )
+    slots = await h.fetchval("SELECT array_agg(scheduled_for ORDER BY id) FROM schedule_firings")
     assert all(b - a == dt.timedelta(seconds=1) for a, b in zip(slots, slots[1:], strict=False))
     ends = await h.fetchval("SELECT array_agg(window_end ORDER BY id) FROM runs")
     assert ends == slots[: len(ends)]

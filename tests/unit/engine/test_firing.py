@@ -91,9 +91,7 @@ class TestInterval:
     cadence = Cadence(interval=dt.timedelta(seconds=90))
 
     def test_first_is_one_interval_from_now(self) -> None:
-        assert self.cadence.first(at(2026, 1, 1)) == at(2026, 1, 1, 0, 1) + dt.timedelta(
-            seconds=30
-        )
+        assert self.cadence.first(at(2026, 1, 1)) == at(2026, 1, 1, 0, 1) + dt.timedelta(seconds=30)
 
     def test_grid_and_window(self) -> None:
         owed = at(2026, 1, 1, 1, 0)
@@ -152,9 +150,7 @@ class TestDaylightSaving:
         window = cadence.window(ordinary)
         assert window is not None and window[1] - window[0] == 24 * H
 
-    @pytest.mark.parametrize(
-        ("tz", "day"), [(OSLO, (2026, 3, 29)), (NEW_YORK, (2026, 3, 8))]
-    )
+    @pytest.mark.parametrize(("tz", "day"), [(OSLO, (2026, 3, 29)), (NEW_YORK, (2026, 3, 8))])
     def test_spring_forward_0230_fires_once(self, tz: ZoneInfo, day: tuple[int, int, int]) -> None:
         cadence = Cadence(cron="30 2 * * *", timezone=tz.key)
         y, m, d = day
@@ -165,9 +161,7 @@ class TestDaylightSaving:
         assert len(on_day) == 1
         assert len(fired) == 2  # the day before and the spring-forward day, nothing doubled
 
-    @pytest.mark.parametrize(
-        ("tz", "day"), [(OSLO, (2026, 10, 25)), (NEW_YORK, (2026, 11, 1))]
-    )
+    @pytest.mark.parametrize(("tz", "day"), [(OSLO, (2026, 10, 25)), (NEW_YORK, (2026, 11, 1))])
     def test_fall_back_ambiguous_time_fires_once(
         self, tz: ZoneInfo, day: tuple[int, int, int]
     ) -> None:

@@ -26,9 +26,7 @@ def hooks_router(engine: Engine) -> APIRouter:
         },
     )
     async def receive(token: str, request: Request) -> JSONResponse:
-        answer = await engine.receive_webhook(
-            token, headers=request.headers, body=request.stream()
-        )
+        answer = await engine.receive_webhook(token, headers=request.headers, body=request.stream())
         return JSONResponse(
             answer.body(),
             status_code=answer.status_code,

@@ -31,7 +31,11 @@ from dirigent.sdk import NotificationMessage
 
 log = structlog.get_logger("dirigent.notify")
 
-_SEVERITY: dict[str, Literal["info", "warning", "error"]] = {"run_failed": "error", "run_stuck": "warning", "run_completed_with_errors": "warning"}
+_SEVERITY: dict[str, Literal["info", "warning", "error"]] = {
+    "run_failed": "error",
+    "run_stuck": "warning",
+    "run_completed_with_errors": "warning",
+}
 
 
 @dataclass
