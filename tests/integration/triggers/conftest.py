@@ -16,10 +16,10 @@ import uvicorn
 from dirigent.engine import Engine, EngineSettings
 from dirigent.engine.plugins import discover
 from dirigent.engine.store.pool import Database
-from tests.integration.engine.conftest import no_leaked_tasks, processes
+from tests.integration.engine.conftest import processes
 from tests.integration.engine.harness import Harness
 
-__all__ = ["no_leaked_tasks", "processes"]
+__all__ = ["processes"]
 
 SECRET_KEY = base64.b64encode(bytes(range(32))).decode()
 
