@@ -114,8 +114,12 @@ async def main() -> None:
         await create_database(server.url, "bench")
         url = server.url_for("bench")
         await upgrade_async(url)
-        env = {**os.environ, "DIRIGENT_DATABASE_URL": url, "DIRIGENT_SECRET_KEY": KEY,
-               "DIRIGENT_ARTIFACT_ROOT": str(base_dir / "a")}
+        env = {
+            **os.environ,
+            "DIRIGENT_DATABASE_URL": url,
+            "DIRIGENT_SECRET_KEY": KEY,
+            "DIRIGENT_ARTIFACT_ROOT": str(base_dir / "a"),
+        }
         settings = EngineSettings(database_url=url, secret_key=KEY, metrics_port=None)  # type: ignore[arg-type]
         async with Engine.open(settings) as engine:
             await engine.apply(manifest(PIPELINE), "default")
@@ -123,14 +127,17 @@ async def main() -> None:
                 manifest(WEBHOOK), "default", secret_values={"token": TOKEN, "hmacSecret": SECRET}
             )
         port = free_port()
-        proc = subprocess.Popen([sys.executable, "-c", SERVE, str(port)], env=env)
+        proc = await asyncio.to_thread(
+            subprocess.Popen, [sys.executable, "-c", SERVE, str(port)], env=env
+        )
         base = f"http://127.0.0.1:{port}"
-        while True:
-            try:
-                httpx.get(base + "/docs", timeout=1)
-                break
-            except httpx.HTTPError:
-                await asyncio.sleep(0.2)
+        async with httpx.AsyncClient() as probe:
+            while True:
+                try:
+                    await probe.get(base + "/docs", timeout=1)
+                    break
+                except httpx.HTTPError:
+                    await asyncio.sleep(0.2)
         await load(base, 100, args.clients)  # warm-up
         started = time.perf_counter()
         latencies = sorted(await load(base, args.requests, args.clients))

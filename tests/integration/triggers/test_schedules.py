@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import itertools
 from pathlib import Path
 
 import pytest
@@ -243,7 +244,7 @@ async def test_a_one_second_interval_fires_for_real(h: Harness, tmp_path: Path) 
         scheduler.stop()
         await task
     slots = await h.fetchval("SELECT array_agg(scheduled_for ORDER BY id) FROM schedule_firings")
-    assert all(b - a == dt.timedelta(seconds=1) for a, b in zip(slots, slots[1:], strict=False))
+    assert all(b - a == dt.timedelta(seconds=1) for a, b in itertools.pairwise(slots))
     ends = await h.fetchval("SELECT array_agg(window_end ORDER BY id) FROM runs")
     assert ends == slots[: len(ends)]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -179,7 +180,7 @@ class TestDaylightSaving:
         fired = fire_all(cadence, at(2026, 10, 24, 22, 0), at(2026, 10, 25, 4, 0))
         # 22:00Z..03:00Z: six real hours, each fired exactly once; the slots are an hour apart.
         assert len(fired) == len(set(fired))
-        assert all(b - a == H for a, b in zip(fired, fired[1:], strict=False))
+        assert all(b - a == H for a, b in itertools.pairwise(fired))
 
 
 class TestBackfillSlots:

@@ -40,8 +40,8 @@ from dirigent.engine.store.pool import in_transaction
 from dirigent.engine.store.progress import WORK_CHANNEL
 from dirigent.engine.store.runs import start_queued_run
 from dirigent.engine.store.versions import VersionCache
-from dirigent.sdk import ErrorClass
 from dirigent.engine.trigger_metrics import NotificationMetrics
+from dirigent.sdk import ErrorClass
 
 log = structlog.get_logger("dirigent.worker")
 VERSION = "0.1.0"

@@ -488,7 +488,7 @@ engine_events = Table(
     Index("ix_engine_events_run_id_xid_id", "run_id", "xid", "id"),
 )
 
-# --- triggers and alerting (migration 0005) --------------------------------------------
+# --- triggers and alerting (migration 0006) --------------------------------------------
 
 FIRING_RESULT: Final = ("fired", "failed")
 DELIVERY_RESULT: Final = ("accepted", "refused")

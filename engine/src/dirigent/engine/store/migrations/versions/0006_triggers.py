@@ -1,8 +1,8 @@
 """Triggers and alerting: schedules and their firings, webhooks and their deliveries,
 notifications.
 
-Revision ID: 0005_triggers
-Revises: 0004_engine_events
+Revision ID: 0006_triggers
+Revises: 0005_failure_paths
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0005_triggers"
-down_revision: str | None = "0004_engine_events"
+revision: str = "0006_triggers"
+down_revision: str | None = "0005_failure_paths"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
