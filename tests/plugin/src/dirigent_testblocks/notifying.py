@@ -1,8 +1,8 @@
 """A third party's notifier, for the alerting tests: POSTs the message as JSON to a URL.
 
 It raises on any answer above 399, as a notifier must (the notification row owns the retry
-budget). Contributed through its own entry point, so the engine finds it in the catalog the
-same way it finds the built-in ones.
+budget). Contributed by the testing plugin, so the engine finds it in the catalog the same way
+it finds the built-in ones.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import ClassVar
 import httpx
 from pydantic import BaseModel, ConfigDict
 
-from dirigent.sdk import Contribution, NotificationMessage, Notifier
+from dirigent.sdk import NotificationMessage, Notifier
 
 
 class PostConfig(BaseModel):
@@ -30,11 +30,3 @@ class PostNotifier(Notifier[PostConfig]):
         async with httpx.AsyncClient(timeout=10) as client:
             answer = await client.post(config.url, json=message.model_dump(mode="json"))
         answer.raise_for_status()
-
-
-class NotifyingPlugin:
-    def contribute(self) -> Contribution:
-        return Contribution(notifiers=[PostNotifier()])
-
-
-plugin = NotifyingPlugin()
