@@ -26,12 +26,6 @@ pytestmark = pytest.mark.e2e
 API = "dirigent.dev/v1alpha1"
 EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.yaml"))
 TRIGGER_KINDS = {"Schedule", "Webhook"}
-TRIGGERS_PENDING = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="the engine stores Schedules and Webhooks once the triggers branch (issue 14) is "
-    "merged; until then apply refuses them with apply.kind.unsupported",
-)
 
 
 def pipeline(name: str, steps: dict[str, Any], **spec: Any) -> dict[str, Any]:
@@ -364,7 +358,6 @@ def test_a_webhook_waits_for_its_pipeline_and_gets_a_token_secret(
     assert hook.get()["status"]["tokenSecret"] == "hook-token"
 
 
-@TRIGGERS_PENDING
 def test_every_trigger_example_is_ready(operator: Any, given: Given) -> None:
     for path in EXAMPLES:
         if {d["kind"] for d in objects_in([path])} & TRIGGER_KINDS:
@@ -373,7 +366,6 @@ def test_every_trigger_example_is_ready(operator: Any, given: Given) -> None:
                 ready(then.of(ref.kind, ref.name), timeout=20)
 
 
-@TRIGGERS_PENDING
 def test_rotating_a_webhook_token(
     operator: Any, given: Given, kubectl: Kubectl, namespace: str
 ) -> None:

@@ -8,21 +8,29 @@ manifest with none is written.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 import asyncpg
 
+from dirigent.engine.firing import DEFAULT_GRACE
 from dirigent.engine.manifests.connection import Connection
 from dirigent.engine.manifests.loading import Manifest
 from dirigent.engine.manifests.pipeline import Pipeline
+from dirigent.engine.manifests.schedule import Schedule
+from dirigent.engine.manifests.webhook import Webhook
 from dirigent.engine.plugins import Catalog
 from dirigent.engine.problems import ProblemsError, problem
 from dirigent.engine.store import connections as connections_store
 from dirigent.engine.store import definitions
+from dirigent.engine.store import schedules as schedules_store
+from dirigent.engine.store import webhooks as webhooks_store
 from dirigent.engine.store.crypto import SecretSealer
 from dirigent.engine.store.definitions import ApplyAction
+from dirigent.engine.store.versions import VersionCache
+from dirigent.engine.templates import check_alerting
 from dirigent.engine.validation.catalog import check_against_catalog
 from dirigent.engine.validation.pipelines import check_pipeline
 
@@ -47,6 +55,9 @@ async def apply_manifest(
     enabled_unsafe: Collection[str] | None = None,
     provenance: dict[str, Any] | None = None,
     owner_uid: str | None = None,
+    versions: VersionCache | None = None,
+    now: dt.datetime | None = None,
+    grace: dt.timedelta = DEFAULT_GRACE,
 ) -> Applied:
     """Validate and store one manifest. Call inside a transaction; raises ProblemsError."""
     if isinstance(manifest, Pipeline):
@@ -55,6 +66,7 @@ async def apply_manifest(
         problems += check_against_catalog(
             manifest, catalog, connections=names, enabled_unsafe=enabled_unsafe
         )
+        problems += check_alerting(manifest, catalog, connections=names)
         if problems:
             raise ProblemsError(problems)
         result = await definitions.apply_pipeline(
@@ -99,12 +111,26 @@ async def apply_manifest(
             owner_uid=owner_uid,
         )
         return Applied("Connection", manifest.metadata.name, action)
-    raise ProblemsError(
-        [
-            problem(
-                "apply.kind.unsupported",
-                f"{manifest.kind} resources are not applied by this engine version yet",
-                "kind",
-            )
-        ]
-    )
+    if isinstance(manifest, Schedule):
+        action = await schedules_store.apply_schedule(
+            conn,
+            manifest,
+            namespace=namespace,
+            now=now or dt.datetime.now(dt.UTC),
+            grace=grace,
+            versions=versions or VersionCache(),
+            owner_uid=owner_uid,
+        )
+        return Applied("Schedule", manifest.metadata.name, action)
+    if isinstance(manifest, Webhook):
+        action = await webhooks_store.apply_webhook(
+            conn,
+            manifest,
+            namespace=namespace,
+            versions=versions or VersionCache(),
+            secret_values=secret_values or {},
+            sealer=sealer,
+            owner_uid=owner_uid,
+        )
+        return Applied("Webhook", manifest.metadata.name, action)
+    assert_never(manifest)

@@ -19,21 +19,27 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
 import structlog
 
 from dirigent.engine.applying import Applied, apply_manifest
+from dirigent.engine.intake import HookAnswer, WebhookIntake
 from dirigent.engine.manifests.loading import Manifest
 from dirigent.engine.plugins import Catalog, discover
 from dirigent.engine.problems import EngineUnavailable, ProblemsError, problem
 from dirigent.engine.runtime import cancelling
 from dirigent.engine.runtime.process import worker_config
+from dirigent.engine.runtime.scheduling import Scheduler, SchedulerConfig
 from dirigent.engine.runtime.worker import Worker
 from dirigent.engine.settings import EngineSettings
 from dirigent.engine.storage import FileStorage
+from dirigent.engine.store import backfill as backfill_store
 from dirigent.engine.store import connections as connections_store
-from dirigent.engine.store import definitions, events, reads, retrying, runs
+from dirigent.engine.store import definitions, events, reads, retrying, runs, trigger_reads
+from dirigent.engine.store import schedules as schedules_store
+from dirigent.engine.store import webhooks as webhooks_store
 from dirigent.engine.store.crypto import SecretSealer
 from dirigent.engine.store.database import require_head
 from dirigent.engine.store.definitions import PipelineRecord
@@ -42,6 +48,14 @@ from dirigent.engine.store.reads import RunFilter
 from dirigent.engine.store.retrying import ManualRetry
 from dirigent.engine.store.runs import RunCreated, RunRequest
 from dirigent.engine.store.versions import VersionCache
+from dirigent.engine.trigger_views import (
+    BackfillResult,
+    DeliveryView,
+    FiringView,
+    NotificationView,
+    ScheduleView,
+    WebhookView,
+)
 from dirigent.engine.views import (
     AttemptView,
     EngineEvent,
@@ -110,6 +124,7 @@ class Engine:
         self.versions = VersionCache()
         self._events = _Broadcast()
         self._listening = False
+        self._intake: WebhookIntake | None = None
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -167,6 +182,8 @@ class Engine:
                 enabled_unsafe=self.enabled_unsafe,
                 provenance=provenance,
                 owner_uid=owner_uid,
+                versions=self.versions,
+                grace=self.settings.scheduler_misfire_grace,
             )
             if dry_run:
                 raise _Rollback(result)
@@ -186,6 +203,8 @@ class Engine:
                 lambda c: connections_store.delete_connection(c, namespace, name)
             )
             return Deleted(kind, name, found)
+        if kind in ("Schedule", "Webhook"):
+            return Deleted(kind, name, await self._delete_trigger(kind, namespace, name))
         if kind != "Pipeline":
             raise ProblemsError(
                 [problem("delete.kind.unsupported", f"{kind} is not stored by this engine", "kind")]
@@ -403,6 +422,115 @@ class Engine:
             lambda c: reads.pipeline_summaries(c, namespace, after=None, limit=1, only=name)
         )
         return rows[0] if rows else None
+
+    # --- triggers and alerting --------------------------------------------------------
+
+    async def _create_run(self, conn: Connection, request: RunRequest) -> RunCreated:
+        return await runs.create_run(
+            conn,
+            request,
+            versions=self.versions,
+            catalog=self.catalog,
+            enabled_unsafe=self.enabled_unsafe,
+        )
+
+    async def _delete_trigger(self, kind: str, namespace: str, name: str) -> bool:
+        store = (
+            schedules_store.delete_schedule if kind == "Schedule" else webhooks_store.delete_webhook
+        )
+        return await self._tx(lambda c: store(c, namespace, name))
+
+    def scheduler(self, **overrides: Any) -> Scheduler:
+        """The scheduler on this engine's pool; it leads only while it holds the lock."""
+        config = SchedulerConfig(
+            tick=self.settings.scheduler_tick, grace=self.settings.scheduler_misfire_grace
+        )
+        config = dataclasses.replace(config, **overrides)
+        return Scheduler(self._db.pool, asyncpg_dsn(self.url), self._create_run, config)
+
+    async def receive_webhook(
+        self, token: str, *, headers: Mapping[str, str], body: AsyncIterator[bytes]
+    ) -> HookAnswer:
+        """One delivery to ``/hooks/{token}``: 202 with the run id, or a refusal (recorded)."""
+        if self._intake is None:
+            self._intake = WebhookIntake(
+                self._db, self.sealer, self._create_run, max_body=self.settings.webhook_max_body
+            )
+        return await self._intake.receive(token, headers, body)
+
+    async def backfill(
+        self,
+        namespace: str,
+        pipeline: str,
+        *,
+        schedule: str,
+        start: datetime,
+        end: datetime,
+        params: dict[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> BackfillResult:
+        """One run per window of ``schedule`` in ``[start, end)``; ``dry_run`` keeps none."""
+
+        async def write(conn: Connection) -> BackfillResult:
+            result = await backfill_store.backfill(
+                conn,
+                namespace,
+                pipeline,
+                schedule=schedule,
+                start=start,
+                end=end,
+                params=params,
+                create=self._create_run,
+                dry_run=dry_run,
+            )
+            if dry_run:
+                raise _Planned(result)
+            return result
+
+        try:
+            return await self._tx(write)
+        except _Planned as planned:
+            return planned.result
+
+    async def set_schedule_paused(self, namespace: str, name: str, paused: bool) -> bool:
+        """Pause, or resume from now (nothing missed is replayed); False when not found."""
+        now = datetime.now(UTC)
+        grace = self.settings.scheduler_misfire_grace
+        return await self._tx(
+            lambda c: schedules_store.set_paused(c, namespace, name, paused, now=now, grace=grace)
+        )
+
+    async def schedule(self, namespace: str, name: str) -> ScheduleView | None:
+        return await self._read(lambda c: trigger_reads.schedule(c, namespace, name))
+
+    async def firings(self, namespace: str, name: str, *, limit: int = 100) -> list[FiringView]:
+        return await self._read(lambda c: trigger_reads.firings(c, namespace, name, _limit(limit)))
+
+    async def webhook(self, namespace: str, name: str) -> WebhookView | None:
+        return await self._read(lambda c: trigger_reads.webhook(c, namespace, name))
+
+    async def deliveries(
+        self, namespace: str, name: str, *, limit: int = 100
+    ) -> list[DeliveryView]:
+        return await self._read(
+            lambda c: trigger_reads.deliveries(c, namespace, name, _limit(limit))
+        )
+
+    async def notifications(self, namespace: str, run_id: int) -> list[NotificationView]:
+        await self._require_run(namespace, run_id)
+        return await self._read(lambda c: trigger_reads.notifications(c, run_id))
+
+    async def report(self, namespace: str, run_id: int) -> str | None:
+        """The run's markdown report, when its pipeline declares one and it rendered."""
+        await self._require_run(namespace, run_id)
+        return await self._read(lambda c: trigger_reads.report(c, run_id))
+
+
+class _Planned(Exception):
+    """Raised inside a dry-run backfill so that no run it created is kept."""
+
+    def __init__(self, result: BackfillResult) -> None:
+        self.result = result
 
 
 class _Broadcast:

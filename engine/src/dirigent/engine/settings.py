@@ -123,6 +123,13 @@ class EngineSettings(BaseSettings):
     retention_runs: OptionalSpan = None
     retention_logs: OptionalSpan = None
     log_format: Literal["console", "json"] = "console"
+    # Triggers and alerting (seed §8-9).
+    scheduler_misfire_grace: Span = dt.timedelta(minutes=5)
+    scheduler_tick: Seconds = Field(default=1.0, gt=0)
+    webhook_max_body: Bytes = Field(default=1024 * 1024, ge=1)
+    notification_max_attempts: int = Field(default=5, ge=1)
+    notification_backoff: Span = dt.timedelta(seconds=10)
+    report_max_size: Bytes = Field(default=256 * 1024, ge=1)
 
     @field_validator("secret_key")
     @classmethod

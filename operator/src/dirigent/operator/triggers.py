@@ -6,7 +6,7 @@ Invariants:
   (``registry`` looks its dependents up in an index keyed by namespace and pipeline name),
   never by a timer;
 - a Webhook's token reaches the engine as ``secret_values["token"]`` (see ``tokens``), and
-  its optional HMAC secret as ``secret_values["hmac"]``;
+  its optional HMAC secret as ``secret_values["hmacSecret"]``;
 - an engine that does not store a kind yet (``apply.kind.unsupported``) is reported as
   Ready=False, reason Unsupported, not as a problem with the resource.
 """
@@ -29,7 +29,7 @@ from .tokens import ROTATE_ANNOTATION, ensure_token, secret_name
 
 __all__ = ["delete_trigger", "reconcile_trigger"]
 
-HMAC_FIELD = "hmac"
+HMAC_FIELD = "hmacSecret"
 
 
 def _outcome(
@@ -95,15 +95,14 @@ async def reconcile_trigger(ctx: Context, body: Mapping[str, Any]) -> Outcome:
         if missing is not None:
             return _outcome(body, False, "SecretMissing", missing, extra)
     try:
-        applied = await ctx.engine.apply(
-            manifest, ref.namespace, secret_values=values, owner_uid=ref.uid
-        )
+        await ctx.engine.apply(manifest, ref.namespace, secret_values=values, owner_uid=ref.uid)
     except ProblemsError as err:
         if any(p.code == "apply.kind.unsupported" for p in err.problems):
             message = f"this engine does not store {ref.kind} resources yet"
             return _outcome(body, False, "Unsupported", message, extra, result="error")
         return _outcome(body, False, "Invalid", err.problems[0].render(), extra, err.problems)
-    next_fire = getattr(applied, "next_fire_at", None)
+    view = await ctx.engine.schedule(ref.namespace, ref.name) if ref.kind == "Schedule" else None
+    next_fire = view.next_fire_at if view is not None else None
     if next_fire is not None:
         extra["nextFire"] = next_fire.isoformat().replace("+00:00", "Z")
     outcome = _outcome(

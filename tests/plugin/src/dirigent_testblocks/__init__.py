@@ -34,6 +34,7 @@ from dirigent.sdk import (
     SensorSpec,
     StepContext,
 )
+from dirigent_testblocks.notifying import PostNotifier
 
 
 def append_line(path: str, line: str) -> None:
@@ -357,6 +358,7 @@ class TestingPlugin:
                 TimesOutOperator(),
             ],
             sensors=[TickSensor()],
+            notifiers=[PostNotifier()],
         )
 
 

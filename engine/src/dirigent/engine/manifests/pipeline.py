@@ -110,6 +110,10 @@ class Alert(Model):
     subject: str | None = None
     body: str | None = None
     throttle: Duration | None = None
+    importance: Importance | None = Field(
+        default=None,
+        description="The least importance a pipeline must declare for this rule to fire.",
+    )
 
 
 class PipelineSpec(Model):

@@ -33,6 +33,8 @@ def worker_config(settings: EngineSettings) -> WorkerConfig:
         enabled_unsafe=frozenset(settings.enabled_unsafe_blocks),
         inline_artifact_max=settings.inline_artifact_max,
         sealer=SecretSealer.from_settings(settings) if settings.secret_key is not None else None,
+        notification_backoff=settings.notification_backoff,
+        notification_attempts=settings.notification_max_attempts,
     )
 
 

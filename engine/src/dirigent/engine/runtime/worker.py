@@ -28,6 +28,7 @@ from dirigent.engine.metrics import WorkerMetrics
 from dirigent.engine.plugins import Catalog
 from dirigent.engine.runtime import cancelling, recording
 from dirigent.engine.runtime.executing import Settings, execute_attempt, failure
+from dirigent.engine.runtime.notifying import Deliverer, DeliveryConfig
 from dirigent.engine.storage import FileStorage
 from dirigent.engine.store import claims
 from dirigent.engine.store import outcomes as outcome_store
@@ -39,6 +40,7 @@ from dirigent.engine.store.pool import in_transaction
 from dirigent.engine.store.progress import WORK_CHANNEL
 from dirigent.engine.store.runs import start_queued_run
 from dirigent.engine.store.versions import VersionCache
+from dirigent.engine.trigger_metrics import NotificationMetrics
 from dirigent.sdk import ErrorClass
 
 log = structlog.get_logger("dirigent.worker")
@@ -63,6 +65,8 @@ class WorkerConfig:
     worker_id: str = field(
         default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     )
+    notification_backoff: dt.timedelta = dt.timedelta(seconds=10)
+    notification_attempts: int = 5
 
 
 class Worker:
@@ -124,6 +128,7 @@ class Worker:
             asyncio.create_task(self._heartbeat_loop()),
             asyncio.create_task(self._sweep_loop()),
             asyncio.create_task(self._settle_loop()),
+            asyncio.create_task(self._deliverer().run()),
         ]
         try:
             await self._claim_loop()
@@ -137,6 +142,20 @@ class Worker:
             async with self._conn() as conn:
                 await workers_store.stopped(conn, self.id)
             log.info("worker.stopped", worker=self.id)
+
+    def _deliverer(self) -> Deliverer:
+        """Alert delivery rides along with every worker (runtime.notifying)."""
+        c = self.config
+        config = DeliveryConfig(
+            c.worker_id,
+            c.poll_interval,
+            c.sweep_interval,
+            c.lease,
+            c.notification_backoff,
+            c.notification_attempts,
+        )
+        metrics = NotificationMetrics(self.metrics.registry)
+        return Deliverer(self.pool, self.catalog, c.sealer, config, metrics)
 
     async def _drain(self, grace: float = 5.0) -> None:
         if self._tasks:

@@ -16,6 +16,7 @@ import asyncpg
 from dirigent.engine.manifests import dag
 from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.progression import Advance, StepState, advance, failed_step, run_outcome
+from dirigent.engine.store import alerts
 
 WORK_CHANNEL = "dirigent_work"
 
@@ -175,3 +176,4 @@ async def settle_run(
         f"run {status}",
         {"status": status, **({"failed_step": failed} if failed else {})},
     )
+    await alerts.on_settled(conn, run_id, pipeline, status)

@@ -487,3 +487,153 @@ engine_events = Table(
     Index("ix_engine_events_xid_id", "xid", "id"),
     Index("ix_engine_events_run_id_xid_id", "run_id", "xid", "id"),
 )
+
+# --- triggers and alerting (migration 0006) --------------------------------------------
+
+FIRING_RESULT: Final = ("fired", "failed")
+DELIVERY_RESULT: Final = ("accepted", "refused")
+ALERT_EVENT: Final = ("run_failed", "run_completed_with_errors", "run_succeeded", "run_stuck")
+NOTIFICATION_STATUS: Final = ("queued", "running", "delivered", "failed")
+
+# A Schedule: its clock fields are columns so a firing computes the next slot without
+# parsing the document; next_fire_at is NULL when paused or done (a one-time schedule past
+# its instant), and indexed, so a tick is an index range scan rather than a sweep.
+schedules = Table(
+    "schedules",
+    metadata,
+    _id(),
+    Column("namespace", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("pipeline", Text, nullable=False),
+    _jsonb("spec", nullable=False),
+    Column("digest", CHAR(64), nullable=False),
+    Column("cron", Text, nullable=True),
+    Column("interval_ms", BigInteger, nullable=True),
+    _ts("at"),
+    Column("timezone", Text, nullable=False, server_default=text("'UTC'")),
+    _jsonb("params", nullable=False, default="{}"),
+    Column("priority", SmallInteger, nullable=True),
+    Column("paused", Boolean, nullable=False, server_default=text("false")),
+    _ts("next_fire_at"),
+    _ts("last_fire_at"),
+    Column("last_run_id", BigInteger, ForeignKey("runs.id", ondelete="SET NULL"), nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("owner_uid", Text, nullable=True),
+    _ts("created_at", nullable=False, now=True),
+    _ts("updated_at", nullable=False, now=True),
+    UniqueConstraint("namespace", "name"),
+    Index(
+        "ix_schedules_next_fire_at_due",
+        "next_fire_at",
+        postgresql_where=text("next_fire_at IS NOT NULL"),
+    ),
+)
+
+# Every firing, failed ones included (a pin that no longer validates, a concurrency refusal).
+schedule_firings = Table(
+    "schedule_firings",
+    metadata,
+    _id(),
+    Column(
+        "schedule_id",
+        BigInteger,
+        ForeignKey("schedules.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    _ts("scheduled_for", nullable=False),
+    _ts("fired_at", nullable=False, now=True),
+    *_enum("result", FIRING_RESULT),
+    Column("misfire", Boolean, nullable=False, server_default=text("false")),
+    Column("run_id", BigInteger, ForeignKey("runs.id", ondelete="SET NULL"), nullable=True),
+    Column("message", Text, nullable=True),
+    Index("ix_schedule_firings_schedule_id_id", "schedule_id", "id"),
+)
+
+# A Webhook: the token is stored only as its SHA-256 (with a short prefix to recognise it),
+# the HMAC secret only sealed (store.crypto).
+webhooks = Table(
+    "webhooks",
+    metadata,
+    _id(),
+    Column("namespace", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("pipeline", Text, nullable=False),
+    _jsonb("spec", nullable=False),
+    Column("digest", CHAR(64), nullable=False),
+    Column("token_hash", CHAR(64), nullable=False),
+    Column("token_prefix", Text, nullable=False),
+    Column("hmac_secret", Text, nullable=True),
+    Column("enabled", Boolean, nullable=False, server_default=text("true")),
+    Column("owner_uid", Text, nullable=True),
+    _ts("created_at", nullable=False, now=True),
+    _ts("updated_at", nullable=False, now=True),
+    _ts("last_delivery_at"),
+    Column("last_delivery_result", Text, nullable=True),
+    UniqueConstraint("namespace", "name"),
+    UniqueConstraint("token_hash"),
+)
+
+# Every delivery, refusals included; an unknown token's has no webhook.
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    _id(),
+    Column(
+        "webhook_id",
+        BigInteger,
+        ForeignKey("webhooks.id", ondelete="CASCADE"),
+        nullable=True,
+    ),
+    _ts("received_at", nullable=False, now=True),
+    *_enum("result", DELIVERY_RESULT),
+    Column("reason", Text, nullable=True),
+    Column("status_code", SmallInteger, nullable=False),
+    Column("run_id", BigInteger, ForeignKey("runs.id", ondelete="SET NULL"), nullable=True),
+    Column("message", Text, nullable=True),
+    Column("body_size", Integer, nullable=True),
+    Index("ix_webhook_deliveries_webhook_id_id", "webhook_id", "id"),
+)
+
+# One queued alert delivery, claimed like an attempt (SKIP LOCKED, a lease, backoff, a
+# terminal failed status). Unique on (run, rule, event): a rule says one thing about one run
+# once, which is what lets the sweeper re-detect a stuck run and still page exactly once.
+notifications = Table(
+    "notifications",
+    metadata,
+    _id(),
+    Column("run_id", BigInteger, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column(
+        "pipeline_id",
+        BigInteger,
+        ForeignKey("pipelines.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("rule", Text, nullable=False),
+    *_enum("event", ALERT_EVENT),
+    Column("notifier", Text, nullable=False),
+    Column("connection", Text, nullable=True),
+    Column("subject", Text, nullable=False),
+    Column("body", Text, nullable=False),
+    _jsonb("snapshot", nullable=False, default="{}"),
+    *_enum("status", NOTIFICATION_STATUS, default="queued"),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("max_attempts", Integer, nullable=False),
+    _ts("available_at", nullable=False, now=True),
+    Column("lease_owner", Text, nullable=True),
+    _ts("lease_expires_at"),
+    Column("last_error", Text, nullable=True),
+    _ts("created_at", nullable=False, now=True),
+    _ts("delivered_at"),
+    UniqueConstraint("run_id", "rule", "event"),
+    Index(
+        "ix_notifications_available_at_queued",
+        "available_at",
+        postgresql_where=text("status = 'queued'"),
+    ),
+    Index(
+        "ix_notifications_lease_expires_at_running",
+        "lease_expires_at",
+        postgresql_where=text("status = 'running'"),
+    ),
+    Index("ix_notifications_pipeline_id_rule_created_at", "pipeline_id", "rule", "created_at"),
+)
