@@ -40,3 +40,21 @@ unit:
 
 # Everything CI runs: static checks, unit + integration, then e2e against a real apiserver.
 test: lint unit e2e
+
+# --- real node (e2e/harness/realnode.py): containerd + kubelet running real containers ---
+# `make e2e` starts it for the tests that request the `real_node` fixture. REAL_NODE=1 adds
+# it to cluster-up / demo-up (Debian packages are installed when missing; needs root).
+.PHONY: real-node-images demo-up demo-down
+REAL_NODE ?=
+
+# Packages, the pause image and localhost/dirigent/base:bookworm (cached in ~/.cache/dirigent).
+real-node-images:
+	$(UV) run python -c 'from e2e.harness.realnode import prepare_real_node as p; print(*p(), sep="\n")'
+
+# For a person: a local cluster (with REAL_NODE=1 a real node) that stays up; prints the
+# lines to paste. The operator and API join here once they exist.
+demo-up: k8s-binaries
+	@kc=$$($(UV) run python -m e2e.harness up $(if $(REAL_NODE),--real-node)) && \
+	  echo "export KUBECONFIG=$$kc"
+
+demo-down: cluster-down

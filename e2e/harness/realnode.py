@@ -128,7 +128,7 @@ class RealNode:
         self.home.mkdir(parents=True, exist_ok=True)
         self._take_lock()
         try:
-            stop_from_state(self.home)
+            _stop_recorded(self.home)
             if not os.access(self.bin_dir / "kubelet", os.X_OK):
                 raise FileNotFoundError(f"no kubelet in {self.bin_dir}: run hack/k8s/build.sh")
             archives = self._timed("prepare", prepare_real_node)
@@ -416,8 +416,24 @@ def _teardown(
 
 
 def stop_from_state(home: Path | None = None) -> dict[str, Any]:
-    """Undo a real node started by another (maybe dead) process; {} when none was recorded."""
+    """Undo a real node started by another (maybe dead) process; {} when none was recorded.
+
+    Refuses while a test session holds the node's lock: that node is in use.
+    """
     home = home or node_home()
+    if not (home / STATE_FILE).exists():
+        return {}
+    with (home / ".lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError(
+                f"a test session is using the real node ({home / '.lock'})"
+            ) from None
+        return _stop_recorded(home)
+
+
+def _stop_recorded(home: Path) -> dict[str, Any]:
     state = _read_state(home)
     if state is None:
         return {}
