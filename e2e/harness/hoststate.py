@@ -88,6 +88,10 @@ def make_cgroup_root(name: str) -> None:
     for ctrl in cgroup_controllers():
         with contextlib.suppress(OSError):
             (ctrl / name).mkdir(exist_ok=True)
+            # A new v1 cpuset starts empty and admits no task: inherit the parent's sets.
+            for key in ("cpuset.cpus", "cpuset.mems"):
+                if (ctrl / key).exists() and not (ctrl / name / key).read_text().strip():
+                    (ctrl / name / key).write_text((ctrl / key).read_text())
 
 
 def remove_cgroup_root(name: str) -> list[str]:

@@ -171,6 +171,10 @@ class RealNode:
             left.append(f"directory {self.run_dir}")
         return left
 
+    def load_image(self, archive: Path) -> None:
+        """Import a docker-archive (``podman save --format docker-archive``) for pods here."""
+        containerd.import_archive(self.runtime, archive)
+
     def running_pods(self) -> set[str]:
         """Pods whose sandbox or a container runs in this node's containerd right now."""
         return containerd.running_pod_names(self.runtime)
