@@ -14,7 +14,13 @@ Invariants:
 - containerd's root under ``<home>/containerd`` persists (it is the image cache); all else
   lives under ``<home>/run`` and is removed on stop;
 - stop undoes by pid and by path: kubelet, containers, containerd, leftover shims, mounts,
-  cgroups under the node's cgroup root, the kernel settings the kubelet changed.
+  cgroups under the node's cgroup root, the kernel settings the kubelet changed, and the
+  host directories the kubelet created (``/var/lib/kubelet/device-plugins``, log links).
+
+The node is named after the host when the host name resolves to loopback: the API server
+dials a node's Hostname address first, so logs and exec stay on 127.0.0.1. The kubelet
+picks the host's interface address as InternalIP (it refuses a loopback one); nothing
+dials it.
 """
 
 from __future__ import annotations
@@ -43,11 +49,11 @@ from e2e.harness.processes import Process
 LABEL = "dirigent.dev/real-node"
 TAINT = {"key": LABEL, "value": "true", "effect": "NoSchedule"}
 CGROUP_ROOT = "dirigent-real-node"
-# The kubelet refuses a loopback --node-ip; this TEST-NET-1 address is never dialled
-# because the API server prefers the node's Hostname address, which resolves to loopback.
-NODE_IP = "192.0.2.10"
 STATE_FILE = "state.json"
 _LEGACY_LOG_LINKS = Path("/var/log/containers")
+# Paths the kubelet creates whatever its root dir (device plugins, legacy log links): removed
+# on stop when they did not exist before the node started.
+_HOST_DIRS = (Path("/var/lib/kubelet"), _LEGACY_LOG_LINKS, Path("/var/log/pods"))
 
 
 def placement() -> dict[str, Any]:
@@ -99,6 +105,7 @@ class RealNode:
     timings: dict[str, float] = field(default_factory=dict)
     _lock: IO[str] | None = None
     _kernel: dict[str, str] = field(default_factory=dict)
+    _new_dirs: list[str] = field(default_factory=list)
 
     @property
     def run_dir(self) -> Path:
@@ -129,10 +136,14 @@ class RealNode:
         self._take_lock()
         try:
             _stop_recorded(self.home)
+            if self.log_dir.exists():  # keep one previous session's logs, not all of them
+                shutil.rmtree(self.home / "logs.previous", ignore_errors=True)
+                self.log_dir.rename(self.home / "logs.previous")
             if not os.access(self.bin_dir / "kubelet", os.X_OK):
                 raise FileNotFoundError(f"no kubelet in {self.bin_dir}: run hack/k8s/build.sh")
             archives = self._timed("prepare", prepare_real_node)
             self._kernel = hoststate.read_kernel_settings()
+            self._new_dirs = [str(d) for d in _HOST_DIRS if not d.exists()]
             self._write_state()
             self._start_containerd(archives[0].name)
             self._timed("import", lambda: self._import(archives))
@@ -145,11 +156,13 @@ class RealNode:
     def stop(self) -> dict[str, Any]:
         """Undo everything ``start`` did; returns a report of what was cleaned."""
         try:
+            saved = _read_state(self.home) or {}
             report = _teardown(
                 self.home,
                 self.processes,
                 self.runtime,
-                self._kernel or _saved_kernel(self.home),
+                self._kernel or saved.get("kernel", {}),
+                self._new_dirs or saved.get("new_dirs", []),
             )
             self.processes.clear()
             return report
@@ -167,8 +180,7 @@ class RealNode:
         now = hoststate.read_kernel_settings()
         left += [f"kernel {k}: {now.get(k)} != {v}" for k, v in kernel.items() if now.get(k) != v]
         left += [f"process {p.name} ({p.pid})" for p in self.started if p.running()]
-        if self.run_dir.exists():
-            left.append(f"directory {self.run_dir}")
+        left += [f"directory {d}" for d in [self.run_dir, *map(Path, self._new_dirs)] if d.exists()]
         return left
 
     def load_image(self, archive: Path) -> None:
@@ -218,6 +230,7 @@ class RealNode:
             "node": self.node_name,
             "processes": [p.to_state() for p in self.processes],
             "kernel": self._kernel,
+            "new_dirs": self._new_dirs,
             "containerd": {
                 "root": str(self.runtime.root),
                 "state": str(self.runtime.state),
@@ -304,7 +317,6 @@ class RealNode:
                 f"--kubeconfig={kubeconfig}",
                 f"--root-dir={self.run_dir / 'kubelet'}",
                 f"--hostname-override={self.node_name}",
-                f"--node-ip={NODE_IP}",
                 f"--node-labels={LABEL}=true",
                 "--v=1",
             ],
@@ -381,14 +393,12 @@ def _read_state(home: Path) -> dict[str, Any] | None:
     return state
 
 
-def _saved_kernel(home: Path) -> dict[str, str]:
-    state = _read_state(home) or {}
-    kernel: dict[str, str] = state.get("kernel", {})
-    return kernel
-
-
 def _teardown(
-    home: Path, procs: list[Process], runtime: ContainerdPaths, kernel: dict[str, str]
+    home: Path,
+    procs: list[Process],
+    runtime: ContainerdPaths,
+    kernel: dict[str, str],
+    new_dirs: list[str],
 ) -> dict[str, Any]:
     """Stop and clean in dependency order; every step runs even if an earlier one failed."""
     report: dict[str, Any] = {}
@@ -414,6 +424,8 @@ def _teardown(
         for link in _LEGACY_LOG_LINKS.iterdir():
             if link.is_symlink() and str(os.readlink(link)).startswith(str(pods)):
                 link.unlink(missing_ok=True)
+    for d in new_dirs:
+        shutil.rmtree(d, ignore_errors=True)
     shutil.rmtree(home / "run", ignore_errors=True)
     (home / STATE_FILE).unlink(missing_ok=True)
     return report
@@ -448,4 +460,4 @@ def _stop_recorded(home: Path) -> dict[str, Any]:
         state=Path(paths.get("state", home / "run" / "containerd")),
         config_dir=Path(paths.get("config_dir", home / "run" / "etc")),
     )
-    return _teardown(home, procs, runtime, state.get("kernel", {}))
+    return _teardown(home, procs, runtime, state.get("kernel", {}), state.get("new_dirs", []))
