@@ -182,7 +182,7 @@ def test_pods_that_do_not_tolerate_the_taint_never_land_on_the_real_node(
     def unschedulable() -> bool:
         pod = only_pod(kubectl, namespace, "intruder")
         conds = dig(pod, "status.conditions")
-        return not dig(pod, "spec.nodeName") and any(
+        return "nodeName" not in pod["spec"] and any(
             c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
             for c in (conds if isinstance(conds, list) else [])
         )
