@@ -31,6 +31,7 @@ import json
 import os
 import shutil
 import socket
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,11 +203,17 @@ class RealNode:
     def _take_lock(self) -> None:
         lock = (self.home / ".lock").open("w")
         deadline = time.monotonic() + self.lock_timeout
+        told = False
         while True:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if not told:
+                    print(
+                        f"waiting for the real node: {self.home / '.lock'} is held", file=sys.stderr
+                    )
+                    told = True
                 if time.monotonic() > deadline:
                     lock.close()
                     raise TimeoutError(f"another real node holds {self.home / '.lock'}") from None
