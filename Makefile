@@ -42,13 +42,30 @@ unit:
 # Everything CI runs: static checks, unit + integration, then e2e against a real apiserver.
 test: lint unit e2e
 
-.PHONY: demo-up demo-down
+.PHONY: demo-up demo-down real-node-images
+REAL_NODE ?=
 
 # A local control plane (or kind where Docker answers) with the CRDs, plus dirigent's
 # operator and worker as local processes on an embedded PostgreSQL. Prints export lines:
 #   eval "$(make -s demo-up)"
+# REAL_NODE=1 starts the control plane with a real node (containerd + kubelet) instead; the
+# operator and worker do not join that variant yet.
 demo-up: $(if $(DIRIGENT_E2E_KUBECONFIG),,k8s-binaries)
+ifeq ($(REAL_NODE),)
 	@$(UV) run python -m e2e.harness.demo up
+else
+	@kc=$$($(UV) run python -m e2e.harness up --real-node) && echo "export KUBECONFIG=$$kc"
+endif
 
 demo-down:
+ifeq ($(REAL_NODE),)
 	@$(UV) run python -m e2e.harness.demo down
+else
+	@$(UV) run python -m e2e.harness down
+endif
+
+# --- real node (e2e/harness/realnode.py): containerd + kubelet running real containers ---
+# `make e2e` starts it for the tests that request the `real_node` fixture.
+# Packages, the pause image and localhost/dirigent/base:bookworm (cached in ~/.cache/dirigent).
+real-node-images:
+	$(UV) run python -c 'from e2e.harness.realnode import prepare_real_node as p; print(*p(), sep="\n")'

@@ -21,7 +21,9 @@ from e2e.gwt import Given
 from e2e.harness.binaries import ensure_binaries
 from e2e.harness.cleanup import delete_dirigent_webhook_configurations
 from e2e.harness.clusters import Cluster, choose_origin, provide_cluster
+from e2e.harness.hoststate import read_kernel_settings
 from e2e.harness.processes import wait_until
+from e2e.harness.realnode import RealNode, prepare_real_node
 from e2e.kubectl import Kubectl
 
 
@@ -31,6 +33,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         choose_origin(os.environ) == "local"
     ):
         ensure_binaries()
+        # The same for the real node's packages and images (a cold base image: minutes).
+        if any("real_node" in getattr(item, "fixturenames", ()) for item in session.items):
+            prepare_real_node()
 
 
 @pytest.fixture(scope="session")
@@ -116,3 +121,25 @@ def engine_client(system: Any) -> Any:
     from e2e.engine import EngineClient
 
     return EngineClient(system.database_url, system.secret_key)
+
+
+@pytest.fixture(scope="session")
+def real_node(cluster: Cluster) -> Iterator[RealNode]:
+    """A real node (containerd + kubelet) joined to the session's cluster; opt-in.
+
+    Requesting it starts the node once for the whole session. Pods reach it only with
+    ``e2e.harness.realnode.placement()`` merged into their spec (label, toleration, host
+    network) and images from ``e2e.harness.images`` with ``imagePullPolicy: Never``.
+    """
+    if cluster.pki_dir is None:
+        pytest.fail(
+            f"the real node joins only the local control plane (this cluster is "
+            f"{cluster.origin!r}); unset DIRIGENT_E2E_KUBECONFIG to run the real-node tests"
+        )
+    before = read_kernel_settings()
+    node = RealNode(ensure_binaries(), cluster.kubeconfig, cluster.pki_dir)
+    with node:
+        yield node
+    # A node that leaks mounts, cgroups, processes or kernel settings fails the session.
+    left = node.leftovers(before)
+    assert not left, f"the real node left these behind after stopping: {left}"

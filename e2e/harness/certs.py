@@ -194,3 +194,39 @@ def generate_pki(
         client_pairs[stem] = pair
 
     return Pki(ca=ca, serving=serving, service_account=sa, clients=client_pairs)
+
+
+def _load_ca(ca: CertPair) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    key = serialization.load_pem_private_key(ca.key.read_bytes(), password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{ca.key} is not the EC key generate_pki writes")
+    return key, x509.load_pem_x509_certificate(ca.cert.read_bytes())
+
+
+def issue(
+    ca: CertPair,
+    directory: Path,
+    stem: str,
+    subject: tuple[str, tuple[str, ...]],
+    *,
+    server_names: tuple[str, ...] = (),
+) -> CertPair:
+    """A leaf certificate signed by an existing CA (a node's client or serving certificate).
+
+    ``subject`` is (CommonName, Organizations). With ``server_names`` (IP addresses or DNS
+    names) the certificate is for serving TLS; without, for client authentication.
+    """
+    ca_key, ca_cert = _load_ca(ca)
+    sans: list[x509.GeneralName] = []
+    for name in server_names:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(name)))
+        except ValueError:
+            sans.append(x509.DNSName(name))
+    usage = ExtendedKeyUsageOID.SERVER_AUTH if sans else ExtendedKeyUsageOID.CLIENT_AUTH
+    key, cert = _leaf(ca_key, ca_cert, _name(*subject), usage, sans or None)
+    directory.mkdir(parents=True, exist_ok=True)
+    pair = CertPair(directory / f"{stem}.crt", directory / f"{stem}.key")
+    _write_cert(cert, pair.cert)
+    _write_key(key, pair.key)
+    return pair

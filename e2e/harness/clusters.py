@@ -34,6 +34,8 @@ class Cluster:
 
     kubeconfig: Path
     origin: Origin
+    # The CA a real node's certificates are signed by; only the local control plane has one.
+    pki_dir: Path | None = None
 
     def api_client(self) -> Any:
         """A fresh ``kubernetes.client.ApiClient``; the caller closes it."""
@@ -81,7 +83,7 @@ def provide_cluster(
     else:
         plane = ControlPlane(bin_dir=ensure_binaries(env), workdir=workdir, tie_to_parent=True)
         with plane:
-            yield Cluster(plane.kubeconfig, "local")
+            yield Cluster(plane.kubeconfig, "local", plane.pki_dir)
 
 
 @contextmanager

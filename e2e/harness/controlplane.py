@@ -40,6 +40,9 @@ _CLIENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "controller-manager": ("system:kube-controller-manager", ()),
     "scheduler": ("system:kube-scheduler", ()),
     "kwok": ("dirigent-e2e-kwok", ("system:masters",)),
+    # The apiserver's identity towards kubelets (logs, exec), as kubeadm's
+    # apiserver-kubelet-client; a real node's kubelet authorizes it by webhook.
+    "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", ("system:masters",)),
 }
 
 
@@ -62,6 +65,11 @@ class ControlPlane:
     @property
     def log_dir(self) -> Path:
         return self.workdir / "logs"
+
+    @property
+    def pki_dir(self) -> Path:
+        """The CA (``ca.crt``/``ca.key``) a real node's certificates are signed by."""
+        return self.workdir / "pki"
 
     def __enter__(self) -> ControlPlane:
         self.start()
@@ -103,7 +111,7 @@ class ControlPlane:
     def _start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         began = time.monotonic()
-        pki = generate_pki(self.workdir / "pki", _CLIENTS, service_ip=SERVICE_IP)
+        pki = generate_pki(self.pki_dir, _CLIENTS, service_ip=SERVICE_IP)
         etcd_url = self._start_etcd()
         server = self._start_apiserver(pki, etcd_url)
         kubeconfigs = {
@@ -195,6 +203,11 @@ class ControlPlane:
                 # kwok pod dials the service anyway.
                 "--endpoint-reconciler-type=none",
                 "--profiling=false",
+                # A real node's kubelet (e2e.harness.realnode) serves with a certificate from
+                # the same CA; logs and exec reach it authenticated, on loopback.
+                f"--kubelet-client-certificate={pki.clients['apiserver-kubelet-client'].cert}",
+                f"--kubelet-client-key={pki.clients['apiserver-kubelet-client'].key}",
+                f"--kubelet-certificate-authority={pki.ca.cert}",
             ],
         )
         admin = pki.clients["admin"]

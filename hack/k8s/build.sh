@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the e2e control plane's binaries (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kwok, helm) from the Go module proxy, because this machine has no Docker
+# kube-scheduler, kwok, helm) and the real node's kubelet from the Go module proxy, because this machine has no Docker
 # and no way to download release tarballs. Each tool is built in its own throwaway wrapper
 # module so one tool's version selection can never break another's.
 #
@@ -22,7 +22,7 @@ work="$root/wrappers"
 
 log() { printf '[k8s-build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-tools=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok helm)
+tools=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok helm kubelet)
 missing=()
 for t in "${tools[@]}"; do [[ -x "$bin/$t" ]] || missing+=("$t"); done
 if [[ ${#missing[@]} -eq 0 ]]; then
@@ -68,45 +68,65 @@ new_wrapper() {
 # install_into BIN_NAME DIR: moves DIR/out/BIN_NAME into bin atomically.
 install_into() { mv -f "$2/out/$1" "$bin/$1.tmp" && mv -f "$bin/$1.tmp" "$bin/$1"; }
 
-build_kube() {
-  need kube-apiserver kube-controller-manager kube-scheduler || return 0
-  local v="$KUBE_VERSION" minor major d gomod staging
-  major="${v#v}"; major="${major%%.*}"
-  minor="$(cut -d. -f2 <<<"$v")"
-  local staging_v="v0.${minor}.$(cut -d. -f3 <<<"$v")"
-  d="$(new_wrapper kube)"
+# kube_wrapper NAME: a wrapper module requiring k8s.io/kubernetes at KUBE_VERSION, with every
+# upstream `k8s.io/x => ./staging/...` replace turned into `k8s.io/x => k8s.io/x <staging tag>`
+# and upstream's godebug line copied; prints its path.
+kube_wrapper() {
+  local v="$KUBE_VERSION" d gomod staging gd m
+  local staging_v="v0.$(cut -d. -f2 <<<"$v").$(cut -d. -f3 <<<"$v")"
+  d="$(new_wrapper "$1")"
   log "kubernetes $v: reading staging replaces from its go.mod"
   gomod="$(cd "$d" && "$GO" mod download -json "k8s.io/kubernetes@$v" \
     | sed -n 's/^[[:space:]]*"GoMod":[[:space:]]*"\([^"]*\)".*/\1/p')"
   [[ -f "$gomod" ]] || { log "could not locate k8s.io/kubernetes@$v go.mod"; return 1; }
-  # Every `k8s.io/x => ./staging/...` upstream becomes `k8s.io/x => k8s.io/x <staging tag>`.
   staging="$(sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\)[[:space:]]*=>[[:space:]]*\./staging/.*#\1#p' "$gomod")"
   [[ -n "$staging" ]] || { log "no staging replaces found in $gomod"; return 1; }
   local args=()
   for m in $staging; do args+=("-replace=$m=$m@$staging_v"); done
   (cd "$d" && "$GO" mod edit "${args[@]}")
   # Upstream's godebug defaults change runtime behaviour; keep them.
-  local gd
   gd="$(sed -n 's/^godebug[[:space:]]\+\(.*\)$/\1/p' "$gomod")"
   if [[ -n "$gd" ]]; then (cd "$d" && "$GO" mod edit "-godebug=$gd"); fi
-  log "kubernetes $v: resolving modules ($(wc -w <<<"$staging") staging modules at $staging_v)"
-  (cd "$d" && "$GO" get -tool \
-      "k8s.io/kubernetes/cmd/kube-apiserver@$v" \
-      "k8s.io/kubernetes/cmd/kube-controller-manager@$v" \
-      "k8s.io/kubernetes/cmd/kube-scheduler@$v" >&2)
-  local ld="-s -w" p
+  log "kubernetes $v: $(wc -w <<<"$staging") staging modules at $staging_v"
+  echo "$d"
+}
+
+# kube_ldflags: the version stamps kubectl, Helm and kwok read (else v0.0.0-master).
+kube_ldflags() {
+  local v="$KUBE_VERSION" major minor ld="-s -w" p
+  major="${v#v}"; major="${major%%.*}"
+  minor="$(cut -d. -f2 <<<"$v")"
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld+=" -X $p.gitVersion=$v -X $p.gitMajor=$major -X $p.gitMinor=$minor"
     ld+=" -X $p.gitTreeState=clean -X $p.gitCommit=module-proxy-$v -X $p.buildDate=$build_date"
   done
-  log "kubernetes $v: compiling kube-apiserver, kube-controller-manager, kube-scheduler (slow)"
+  echo "$ld"
+}
+
+# build_kube_cmds WRAPPER_NAME CMD...: builds k8s.io/kubernetes/cmd/<CMD> for each CMD.
+build_kube_cmds() {
+  local name="$1" v="$KUBE_VERSION" d c
+  shift
+  need "$@" || return 0
+  d="$(kube_wrapper "$name")"
+  local tools=() pkgs=()
+  for c in "$@"; do tools+=("k8s.io/kubernetes/cmd/$c@$v"); pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  log "kubernetes $v: resolving modules for $*"
+  (cd "$d" && "$GO" get -tool "${tools[@]}" >&2)
+  log "kubernetes $v: compiling $* (slow)"
   mkdir -p "$d/out"
-  (cd "$d" && "$GO" build -trimpath -ldflags "$ld" -o out/ \
-      k8s.io/kubernetes/cmd/kube-apiserver \
-      k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-scheduler)
-  for t in kube-apiserver kube-controller-manager kube-scheduler; do install_into "$t" "$d"; done
-  log "kubernetes $v: done"
+  (cd "$d" && "$GO" build -trimpath -ldflags "$(kube_ldflags)" -o out/ "${pkgs[@]}")
+  for c in "$@"; do install_into "$c" "$d"; done
+  log "kubernetes $v: $* done"
+}
+
+build_kube() {
+  build_kube_cmds kube kube-apiserver kube-controller-manager kube-scheduler
+}
+
+# The real node's kubelet, in its own wrapper so a control plane already built is reused.
+build_kubelet() {
+  build_kube_cmds kubelet kubelet
 }
 
 build_etcd() {
@@ -157,6 +177,7 @@ build_tool kwok "sigs.k8s.io/kwok@$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok \
 build_tool helm "helm.sh/helm/v3@$HELM_VERSION" helm.sh/helm/v3/cmd/helm \
   "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
 build_kube
+build_kubelet
 log "built in $((SECONDS - start))s into $bin"
 for t in "${tools[@]}"; do [[ -x "$bin/$t" ]] || { log "missing $t after build"; exit 1; }; done
 echo "$bin"
