@@ -2,31 +2,34 @@
 
 Runs as a Helm pre-install/pre-upgrade hook Job and by hand. Safe to run concurrently and
 repeatedly: migrations take an advisory lock and a database already at head is left alone.
+An unreachable database is one line and exit 1.
 """
 
 from __future__ import annotations
 
 import typer
-from pydantic import ValidationError
+from sqlalchemy.exc import SQLAlchemyError
 
-from dirigent.engine.settings import EngineSettings
+from dirigent.cli import process
 from dirigent.engine.store.database import head_revision, upgrade
 
 
 def migrate(
     revision: str = typer.Option("head", help="Target revision (default: the latest)."),
+    log_format: process.LogFormatOption = process.LogFormat.AUTO,
 ) -> None:
     """Migrate the database at DIRIGENT_DATABASE_URL to the latest schema."""
-    try:
-        url = EngineSettings().database_url
-    except ValidationError as error:
-        typer.echo(f"error: invalid settings: {error}", err=True)
-        raise typer.Exit(2) from None
+    settings = process.load_settings()
+    process.configure_logs(settings, log_format, level="WARNING")
+    url = settings.database_url
     if not url:
-        typer.echo("error: DIRIGENT_DATABASE_URL is not set", err=True)
-        raise typer.Exit(2)
+        process.fail("DIRIGENT_DATABASE_URL is not set", process.EXIT_USAGE)
     target = head_revision() if revision == "head" else revision
-    result = upgrade(url, revision)
+    try:
+        result = upgrade(url, revision)
+    except (OSError, SQLAlchemyError) as err:
+        reason = str(getattr(err, "orig", None) or err).splitlines()[0]
+        process.fail(f"cannot migrate the database: {reason}")
     if result.changed:
         typer.echo(f"migrated: {result.before or '(empty database)'} -> {result.after}")
     else:
