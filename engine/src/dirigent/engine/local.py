@@ -8,7 +8,9 @@ prove nothing.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Collection
@@ -36,8 +38,13 @@ async def local_instance(
     keep: bool = False,
     enabled_unsafe: Collection[str] = (),
     concurrency: int = 8,
+    secret_key: str | None = None,
 ) -> AsyncIterator[LocalInstance]:
-    """Start everything; on exit stop the worker and the server, and delete the root unless kept."""
+    """Start everything; on exit stop the worker and the server, and delete the root unless kept.
+
+    Connection secrets are sealed with ``secret_key``, or with a key made for this instance
+    alone (it dies with the instance, as the database does).
+    """
     base = root or Path(tempfile.mkdtemp(prefix="dirigent-local-"))
     server = EmbeddedPostgres(base / "pgdata")
     await asyncio.to_thread(server.start)
@@ -51,6 +58,7 @@ async def local_instance(
             poll_interval=0.5,
             sweep_interval=5.0,
             metrics_port=None,
+            secret_key=secret_key or base64.b64encode(os.urandom(32)).decode(),
         )
         async with Engine.open(settings) as engine:
             worker = engine.worker()
