@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from dirigent.cli import blocks, crds, migrate, operator, run, scheduler, validate, worker
+from dirigent.cli import blocks, crds, dev, migrate, operator, run, scheduler, validate, worker
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="dirigent: pipelines on Kubernetes."
@@ -24,6 +24,7 @@ app.command("run")(run.command)
 app.add_typer(blocks.app, name="blocks")
 app.command("operator")(operator.command)
 app.command("scheduler")(scheduler.command)
+app.command("dev")(dev.command)
 
 
 def main() -> None:
