@@ -65,11 +65,12 @@ EXPECT: dict[str, Expect] = {
     ),
     "retry.yaml": Expect("succeeded", 0, {"flaky": "succeeded"}),
     "schedule.yaml": Expect(
-        "succeeded", 0, {"report": "succeeded"}, args=("-p", "audience=operations")
+        "succeeded",
+        0,
+        {"report": "succeeded"},
+        args=("-p", "audience=operations", "--window", "2025-01-01T05:00Z..2025-01-02T05:00Z"),
     ),
-    "sensor-skip.yaml": Expect(
-        "succeeded", 0, {"wait_for_drop": "succeeded", "load": "succeeded"}
-    ),
+    "sensor-skip.yaml": Expect("succeeded", 0, {"wait_for_drop": "succeeded", "load": "succeeded"}),
     "webhook.yaml": Expect("succeeded", 0, {"ingest": "succeeded"}, args=("-p", "day=2025-01-01")),
 }
 

@@ -12,6 +12,7 @@ failed or cancelled, 2 for a document, a parameter or a flag that was refused.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -83,6 +84,7 @@ async def _run_local(
     docs: Documents,
     pipeline: Pipeline,
     params: dict[str, Any],
+    window: tuple[datetime, datetime] | None,
     output: Output,
     unsafe: list[str],
     keep: bool,
@@ -92,7 +94,7 @@ async def _run_local(
         name = pipeline.metadata.name
         try:
             created = await inst.engine.start_run(
-                RunRequest(NAMESPACE, name, params, triggered_by_kind="cli")
+                RunRequest(NAMESPACE, name, params, triggered_by_kind="cli", window=window)
             )
         except ProblemsError as err:
             _problems(err.problems)
@@ -106,6 +108,23 @@ async def _run_local(
         if keep:
             typer.echo(f"kept: {inst.root}", err=True)
         return created.run_id, detail.status
+
+
+def parse_window(text: str) -> tuple[datetime, datetime]:
+    """``START..END`` (ISO dates or times; UTC unless an offset is given) as a data window."""
+    start, sep, end = text.partition("..")
+    try:
+        if not sep:
+            raise ValueError
+        bounds = [datetime.fromisoformat(x.strip()) for x in (start, end)]
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r}: write START..END, e.g. 2025-01-01..2025-01-02 or 2025-01-01T05:00Z..2025-01-02T05:00Z"
+        ) from None
+    first, last = (b if b.tzinfo else b.replace(tzinfo=UTC) for b in bounds)
+    if last <= first:
+        raise typer.BadParameter(f"{text!r}: the window ends before it starts")
+    return first, last
 
 
 def _exit_code(status: str, strict: bool) -> int:
@@ -139,6 +158,10 @@ def command(
         list[Path] | None,
         typer.Option("--secrets", help="A file of v1 Secret documents for secretKeyRefs."),
     ] = None,
+    window: Annotated[
+        str | None,
+        typer.Option(help="The run's data window, START..END (what ${run.window.*} reads)."),
+    ] = None,
     output: OutputOption = Output.AUTO,
     enable_unsafe: Annotated[
         list[str] | None, typer.Option(help="Allow one unsafe block for this run.")
@@ -154,6 +177,7 @@ def command(
             process.EXIT_USAGE,
         )
     configure_logging(level="WARNING")
+    span = parse_window(window) if window else None
     docs = read_documents([target], secrets or [])
     if docs.problems:
         _problems(docs.problems)
@@ -168,7 +192,7 @@ def command(
         _finish(output, None, "refused", process.EXIT_USAGE)
     try:
         run_id, status = asyncio.run(
-            _run_local(docs, chosen, values, output, list(enable_unsafe or []), keep)
+            _run_local(docs, chosen, values, span, output, list(enable_unsafe or []), keep)
         )
     except Refused:
         _finish(output, chosen.metadata.name, "refused", process.EXIT_USAGE)

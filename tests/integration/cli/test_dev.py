@@ -1,0 +1,191 @@
+"""``dirigent dev DIR`` as a script drives it: a real subprocess on a real port, its NDJSON
+records read line by line, the folder edited underneath it."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = ROOT / "examples"
+Record = dict[str, Any]
+
+SECRET = """apiVersion: v1
+kind: Secret
+metadata: {name: modelling-api}
+stringData: {token: s3cret}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Dev:
+    """A running ``dirigent dev``; ``expect`` waits for a record with a deadline."""
+
+    def __init__(self, folder: Path, state: Path, port: int, token: str, *extra: str) -> None:
+        self.port = port
+        command = [sys.executable, "-m", "dirigent.cli", "dev", str(folder), "--state", str(state)]
+        command += ["--port", str(port), "--token", token, "--output", "json", *extra]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DIRIGENT_")}
+        self.process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=folder.parent,
+            env=env,
+        )
+        self.records: queue.Queue[Record] = queue.Queue()
+        self.seen: list[Record] = []
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_err, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.records.put(json.loads(line))
+
+    def _read_err(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.stderr.append(line)
+
+    def expect(self, match: Callable[[Record], bool], timeout: float = 120.0) -> Record:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                record = self.records.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            self.seen.append(record)
+            if match(record):
+                return record
+        raise AssertionError(
+            f"no matching record within {timeout}s; seen {self.seen}; stderr {''.join(self.stderr)}"
+        )
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=60)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    here = tmp_path / "manifests"
+    here.mkdir()
+    for name in ("linear.yaml", "fan-out.yaml", "connection.yaml"):
+        shutil.copy(EXAMPLES / name, here / name)
+    (here / "secret.yaml").write_text(SECRET)
+    return here
+
+
+@pytest.fixture
+def dev(folder: Path, tmp_path: Path) -> Iterator[Dev]:
+    running = Dev(folder, tmp_path / ".dirigent", free_port(), "dev-token")
+    yield running
+    running.stop()
+
+
+def applied(name: str, action: str) -> Callable[[Record], bool]:
+    return lambda r: r["kind"] == "applied" and r["name"] == name and r["action"] == action
+
+
+def test_dev_applies_the_folder_and_keeps_in_step_with_it(dev: Dev, folder: Path) -> None:
+    ready = dev.expect(lambda r: r["kind"] == "ready")
+    assert ready["token"] == "dev-token"
+    assert ready["export"].startswith("export DIRIGENT_URL=http://127.0.0.1:")
+    kinds = {(r["manifest"], r["name"]) for r in dev.seen if r["kind"] == "applied"}
+    # The Secret document resolved the Connection's secretKeyRef.
+    assert kinds == {
+        ("Pipeline", "linear"),
+        ("Pipeline", "fan-out"),
+        ("Pipeline", "ingest-regions"),
+        ("Connection", "modelling-api"),
+    }
+
+    # An edit is re-applied as a new version.
+    text = (folder / "linear.yaml").read_text()
+    (folder / "linear.yaml").write_text(text.replace("tags: [example]", "tags: [example, edited]"))
+    assert dev.expect(applied("linear", "updated"))["version"] == 2
+
+    # A broken edit is reported with its location; the last good version stays (no deactivation).
+    (folder / "fan-out.yaml").write_text(
+        (EXAMPLES / "fan-out.yaml").read_text().replace("block: core.echo", "block: core.nope", 1)
+    )
+    problem = dev.expect(lambda r: r["kind"] == "problem")
+    assert problem["file"].endswith("fan-out.yaml") and problem["location"].startswith("spec.steps")
+    (folder / "fan-out.yaml").write_text((EXAMPLES / "fan-out.yaml").read_text())
+    dev.expect(
+        lambda r: r["kind"] == "file" and r["file"].endswith("fan-out.yaml") and r["status"] == "ok"
+    )
+    assert not any(r["kind"] == "deactivated" for r in dev.seen)
+
+    # A removed file deactivates what it held.
+    (folder / "linear.yaml").unlink()
+    gone = dev.expect(lambda r: r["kind"] == "deactivated")
+    assert (gone["manifest"], gone["name"]) == ("Pipeline", "linear")
+
+    # A changed Secret re-seals the Connection that reads it.
+    (folder / "secret.yaml").write_text(SECRET.replace("s3cret", "rotated"))
+    dev.expect(applied("modelling-api", "updated"))
+
+    assert dev.stop() == 0
+
+
+def test_a_connection_without_its_secret_is_a_located_problem(folder: Path, tmp_path: Path) -> None:
+    (folder / "secret.yaml").unlink()
+    dev = Dev(folder, tmp_path / ".dirigent", free_port(), "t")
+    try:
+        dev.expect(lambda r: r["kind"] == "ready")
+        problems = [r for r in dev.seen if r["kind"] == "problem"]
+        assert [(p["code"], p["location"]) for p in problems] == [
+            ("secret.not_found", "spec.secrets.token")
+        ]
+        # Adding the Secret later resolves it.
+        (folder / "secret.yaml").write_text(SECRET)
+        dev.expect(applied("modelling-api", "created"))
+    finally:
+        assert dev.stop() == 0
+
+
+def test_state_is_kept_between_starts_and_wiped_on_request(folder: Path, tmp_path: Path) -> None:
+    state = tmp_path / ".dirigent"
+    first = Dev(folder, state, free_port(), "t")
+    first.expect(lambda r: r["kind"] == "ready")
+    assert first.stop() == 0
+    assert (state / "pgdata" / "PG_VERSION").exists()
+    (state / "profiles.yaml").write_text("mine: {}\n")
+
+    second = Dev(folder, state, free_port(), "t")
+    second.expect(lambda r: r["kind"] == "ready")
+    assert second.stop() == 0
+    # The same database: nothing was created again.
+    assert not any(r["kind"] == "applied" for r in second.seen)
+
+    third = Dev(folder, state, free_port(), "t", "--wipe-state")
+    third.expect(lambda r: r["kind"] == "ready")
+    assert third.stop() == 0
+    # A fresh database: everything created again; what dev did not create is left alone.
+    assert any(r["kind"] == "applied" and r["action"] == "created" for r in third.seen)
+    assert (state / "profiles.yaml").read_text() == "mine: {}\n"
