@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -91,6 +92,17 @@ class Dev:
 
 
 @pytest.fixture
+def state() -> Iterator[Path]:
+    """The state folder, outside pytest's tree: that is 0700 and reset by every pytest session
+    (other processes' too), and the embedded server runs as an unprivileged user when we are
+    root, so it must be able to reach its data for the whole test."""
+    outside = Path(tempfile.mkdtemp(prefix="dirigent-dev-test-"))
+    outside.chmod(0o755)
+    yield outside / ".dirigent"
+    shutil.rmtree(outside, ignore_errors=True)
+
+
+@pytest.fixture
 def folder(tmp_path: Path) -> Path:
     here = tmp_path / "manifests"
     here.mkdir()
@@ -101,8 +113,8 @@ def folder(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def dev(folder: Path, tmp_path: Path) -> Iterator[Dev]:
-    running = Dev(folder, tmp_path / ".dirigent", free_port(), "dev-token")
+def dev(folder: Path, state: Path) -> Iterator[Dev]:
+    running = Dev(folder, state, free_port(), "dev-token")
     yield running
     running.stop()
 
@@ -153,9 +165,9 @@ def test_dev_applies_the_folder_and_keeps_in_step_with_it(dev: Dev, folder: Path
     assert dev.stop() == 0
 
 
-def test_a_connection_without_its_secret_is_a_located_problem(folder: Path, tmp_path: Path) -> None:
+def test_a_connection_without_its_secret_is_a_located_problem(folder: Path, state: Path) -> None:
     (folder / "secret.yaml").unlink()
-    dev = Dev(folder, tmp_path / ".dirigent", free_port(), "t")
+    dev = Dev(folder, state, free_port(), "t")
     try:
         dev.expect(lambda r: r["kind"] == "ready")
         problems = [r for r in dev.seen if r["kind"] == "problem"]
@@ -169,8 +181,7 @@ def test_a_connection_without_its_secret_is_a_located_problem(folder: Path, tmp_
         assert dev.stop() == 0
 
 
-def test_state_is_kept_between_starts_and_wiped_on_request(folder: Path, tmp_path: Path) -> None:
-    state = tmp_path / ".dirigent"
+def test_state_is_kept_between_starts_and_wiped_on_request(folder: Path, state: Path) -> None:
     first = Dev(folder, state, free_port(), "t")
     first.expect(lambda r: r["kind"] == "ready")
     assert first.stop() == 0

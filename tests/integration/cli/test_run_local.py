@@ -176,7 +176,7 @@ def test_params_are_built_against_the_schema() -> None:
 def test_an_unknown_param_is_refused_before_anything_starts() -> None:
     done = dirigent("run", "examples/fan-out.yaml", "--local", "-p", "regoins=[1]")
     assert done.returncode == 2
-    assert "params.regoins is not a parameter of this pipeline" in done.stderr
+    assert "params.regoins: 'regoins' is not a parameter of this pipeline" in done.stderr
     assert "[run.params.path.unknown]" in done.stderr
 
 

@@ -255,7 +255,7 @@ def _flag(schema: dict[str, Any] | None, params: dict[str, Any], text: str) -> P
         hint = f"; it declares {', '.join(names)}" if names else ""
         return problem(
             "run.params.path.unknown",
-            f"{where} is not a parameter of this pipeline{hint}",
+            f"'{_where(parts)}' is not a parameter of this pipeline{hint}",
             "params",
             *[p if p is not None else "[]" for p in parts],
         )

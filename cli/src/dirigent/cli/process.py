@@ -106,7 +106,10 @@ def serve(service: Service, settings: EngineSettings) -> None:
     except EngineUnavailable as err:
         fail(str(err))
     except EmbeddedPostgresError as err:
-        fail(str(err).splitlines()[0])
+        first, *detail = str(err).strip().splitlines()
+        for line in detail:  # the server's own words: what initdb or postgres said
+            typer.echo(f"  {line}", err=True)
+        fail(first)
     except KeyboardInterrupt:  # a signal before the handlers were installed
         raise typer.Exit(130) from None
 

@@ -121,7 +121,7 @@ async def follow(
             events, queue[:] = list(queue), []
             arrived.clear()
             records = [log_record(x) for x in page.items] + [event_record(e) for e in events]
-            for record in sorted(records, key=lambda r: str(r["at"])):
+            for record in sorted(records, key=_order):
                 emit(record, detail)
             if detail.status in TERMINAL:
                 seen_end = any(e.entity == "run" and e.status in TERMINAL for e in events)
@@ -136,3 +136,10 @@ async def follow(
         pumping.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await pumping
+
+
+def _order(record: Record) -> tuple[str, int]:
+    """By time; at one instant a step's own log (the cause) before transitions (the effect),
+    and the run's closing log line last."""
+    rank = 1 if record["kind"] != "log" else (0 if record.get("step") else 2)
+    return str(record["at"]), rank
