@@ -115,7 +115,12 @@ async def _serve(
     began: float,
 ) -> None:
     worker = engine.worker()
-    working = asyncio.create_task(worker.run())
+    working = [asyncio.create_task(worker.run())]
+    # The scheduler is embedded once the engine offers one (``Engine.scheduler``).
+    make_scheduler = getattr(engine, "scheduler", None)
+    scheduler = make_scheduler() if callable(make_scheduler) else None
+    if scheduler is not None:
+        working.append(asyncio.create_task(scheduler.run()))
     try:
         sync = FolderSync(engine, folder, state, printer)
         _progress(f"applying {folder} ...")
@@ -128,7 +133,9 @@ async def _serve(
                 await sync.sync()
     finally:
         worker.stop()
-        await working
+        if scheduler is not None:
+            scheduler.stop()
+        await asyncio.gather(*working)
 
 
 def _ready(printer: Printer, port: int, token: str, count: int, took: float) -> None:
