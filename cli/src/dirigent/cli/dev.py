@@ -2,7 +2,7 @@
 
 No cluster: the database lives in ``.dirigent/`` (kept between starts, migrated forward),
 every manifest in DIR is applied and kept in step with the folder (``syncing``), a worker
-runs in-process, and the URL and a token are printed once as ``export`` lines a shell can
+and the scheduler run in-process, and the URL and a token are printed once as ``export`` lines a shell can
 ``eval``. The same folder works in a cluster: Secrets are ordinary ``v1`` Secret documents.
 
 Output follows the terminal: readable lines on one, NDJSON records (``kind``: ``applied``,
@@ -115,12 +115,8 @@ async def _serve(
     began: float,
 ) -> None:
     worker = engine.worker()
-    working = [asyncio.create_task(worker.run())]
-    # The scheduler is embedded once the engine offers one (``Engine.scheduler``).
-    make_scheduler = getattr(engine, "scheduler", None)
-    scheduler = make_scheduler() if callable(make_scheduler) else None
-    if scheduler is not None:
-        working.append(asyncio.create_task(scheduler.run()))
+    scheduler = engine.scheduler()
+    working = [asyncio.create_task(worker.run()), asyncio.create_task(scheduler.run())]
     try:
         sync = FolderSync(engine, folder, state, printer)
         _progress(f"applying {folder} ...")
@@ -133,8 +129,7 @@ async def _serve(
                 await sync.sync()
     finally:
         worker.stop()
-        if scheduler is not None:
-            scheduler.stop()
+        scheduler.stop()
         await asyncio.gather(*working)
 
 

@@ -53,7 +53,7 @@ class SecretStore:
                 refs[name] = (ref.name, ref.key, ("spec", "secrets", name))
         elif isinstance(manifest, Webhook) and manifest.spec.hmac_secret_ref is not None:
             ref = manifest.spec.hmac_secret_ref
-            refs["hmac"] = (ref.name, ref.key, ("spec", "hmacSecretRef"))
+            refs["hmacSecret"] = (ref.name, ref.key, ("spec", "hmacSecretRef"))
         out: dict[str, str] = {}
         problems: list[Problem] = []
         for field_name, (secret, key, where) in refs.items():

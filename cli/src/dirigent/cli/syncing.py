@@ -148,12 +148,14 @@ class FolderSync:
             token, minted = self.state.webhook_token(key.namespace, key.name)
             values["token"] = token
             if minted:
+                where = self.state.secrets / f"{key.namespace}.{key.name}-token"
                 self.emit(
                     {
                         "kind": "token",
                         "webhook": key.name,
                         "namespace": key.namespace,
-                        "file": str(self.state.secrets / f"{key.namespace}.{key.name}-token"),
+                        "file": str(where),
+                        "path": f"/hooks/{token}",
                     }
                 )
         try:
