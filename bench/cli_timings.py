@@ -58,7 +58,7 @@ def free_port() -> int:
 
 def answers(url: str) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 (loopback)
+        with urllib.request.urlopen(url, timeout=1) as response:
             return bool(response.status == 200)
     except OSError:
         return False
@@ -109,7 +109,9 @@ def main() -> None:
         print(f"load average before: {os.getloadavg()[0]:.2f}")
         cold = timed_run(cold_env)
         warm = statistics.median(timed_run(cold_env) for _ in range(args.repeat))
-        print(f"run --local linear.yaml: cold {cold:.2f}s, warm {warm:.2f}s (median of {args.repeat})")
+        print(
+            f"run --local linear.yaml: cold {cold:.2f}s, warm {warm:.2f}s (median of {args.repeat})"
+        )
         state = Path(tmp) / "state"
         first, first_api = timed_dev(state, cold_env)
         again, again_api = timed_dev(state, cold_env)
