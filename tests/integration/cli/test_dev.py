@@ -145,6 +145,8 @@ def test_dev_applies_the_folder_and_keeps_in_step_with_it(dev: Dev, folder: Path
     (folder / "fan-out.yaml").write_text(
         (EXAMPLES / "fan-out.yaml").read_text().replace("block: core.echo", "block: core.nope", 1)
     )
+    kept = dev.expect(lambda r: r["kind"] == "kept")
+    assert (kept["manifest"], kept["name"]) == ("Pipeline", "fan-out")
     problem = dev.expect(lambda r: r["kind"] == "problem")
     assert problem["file"].endswith("fan-out.yaml") and problem["location"].startswith("spec.steps")
     (folder / "fan-out.yaml").write_text((EXAMPLES / "fan-out.yaml").read_text())

@@ -52,7 +52,9 @@ class Printer:
         elif kind == "problem":
             text = "  " + _render_problem(record)
         elif kind == "file":
-            text = f"{record['file']}: {record['status']}{record.get('note') or ''}"
+            text = f"{record['file']}: {record['status']}"
+        elif kind == "kept":
+            text = f"kept: the last good version of {record['manifest']} {record['name']} stays in force"
         elif kind == "token":
             text = f"minted a token for Webhook {record['webhook']}: {record['file']}"
         else:

@@ -108,10 +108,9 @@ class FolderSync:
         loaded, invalid = validate_documents(rest)
         problems += bad_secrets + invalid
         by_file = _by_file(problems)
+        good = [m for m in loaded if m.source.file not in by_file]
+        await self._apply_all(good, secrets, by_file)
         for path in self._stamps:
-            if str(path) not in by_file:
-                problems_here = await self._apply_file(path, loaded, secrets)
-                by_file[str(path)] = problems_here
             self._report(path, by_file.get(str(path), []))
         for gone in set(self._owned) - set(self._stamps):
             del self._owned[gone]
@@ -120,24 +119,47 @@ class FolderSync:
         await self._deactivate_orphans()
         return len(set().union(*self._owned.values())) if self._owned else 0
 
-    async def _apply_file(
-        self, path: Path, loaded: list[LoadedManifest], secrets: SecretStore
-    ) -> list[Problem]:
-        mine = sorted(
-            (m for m in loaded if m.source.file == str(path)),
-            key=lambda m: (_ORDER.get(m.manifest.kind, 9), m.source.index or 0),
+    async def _apply_all(
+        self,
+        loaded: list[LoadedManifest],
+        secrets: SecretStore,
+        by_file: dict[str | None, list[Problem]],
+    ) -> None:
+        """Apply the folder's good files across files in kind order: a Schedule in one file
+        names a Pipeline in another, so every Pipeline goes in before any trigger."""
+        ordered = sorted(
+            loaded,
+            key=lambda m: (
+                _ORDER.get(m.manifest.kind, 9),
+                m.source.file or "",
+                m.source.index or 0,
+            ),
         )
-        problems: list[Problem] = []
-        owned = set(self._owned.get(path, set()))
-        for item in mine:
+        owned = {Path(f): set(keys) for f, keys in self._owned.items()}
+        for item in ordered:
+            path = Path(item.source.file or "")
             found = await self._apply_one(item, secrets)
-            problems += [p.at(file=item.source.file, document=item.source.index) for p in found]
-            if not found:
-                owned.add(_key(item))
-        defined = {_key(m) for m in mine}
-        # A manifest that moved away from this file (or was renamed) is no longer owned by it.
-        self._owned[path] = {k for k in owned if k in defined}
-        return problems
+            if found:
+                if _key(item) in self._applied_ever:
+                    self.emit(
+                        {
+                            "kind": "kept",
+                            "manifest": item.manifest.kind,
+                            "name": item.manifest.metadata.name,
+                            "file": item.source.file,
+                        }
+                    )
+                by_file.setdefault(item.source.file, []).extend(
+                    p.at(file=item.source.file, document=item.source.index) for p in found
+                )
+            else:
+                owned.setdefault(path, set()).add(_key(item))
+        for path in self._stamps:
+            if str(path) in by_file and not any(m.source.file == str(path) for m in loaded):
+                continue  # a file refused before apply keeps what it owned
+            defined = {_key(m) for m in loaded if m.source.file == str(path)}
+            # A manifest that moved away from this file (or was renamed) is no longer its own.
+            self._owned[path] = {k for k in owned.get(path, set()) if k in defined}
 
     async def _apply_one(self, item: LoadedManifest, secrets: SecretStore) -> list[Problem]:
         key = _key(item)
@@ -208,14 +230,13 @@ class FolderSync:
         if not problems:
             self.emit({"kind": "file", "file": str(path), "status": "ok"})
             return
-        kept = "; the last good version stays in force" if self._owned.get(path) else ""
-        self.emit({"kind": "file", "file": str(path), "status": "problems", "note": kept})
+        self.emit({"kind": "file", "file": str(path), "status": "problems"})
         for p in sort_problems(problems):
             self.emit({"kind": "problem", **p.model_dump(mode="json")})
 
 
-def _by_file(problems: list[Problem]) -> dict[str, list[Problem]]:
-    out: dict[str, list[Problem]] = {}
+def _by_file(problems: list[Problem]) -> dict[str | None, list[Problem]]:
+    out: dict[str | None, list[Problem]] = {}
     for p in problems:
         out.setdefault(p.file or "", []).append(p)
     return out
