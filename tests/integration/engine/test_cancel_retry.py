@@ -220,3 +220,70 @@ spec:
         assert len(retried.attempt_ids) == 4
         assert await h.until_settled(run.run_id) == "succeeded"
     assert await h.steps(run.run_id) == {"each": "succeeded", "after": "succeeded"}
+
+
+TWO_FAILURES = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: keys}
+spec:
+  steps:
+    a: {block: core.fail, config: {errorClass: rejected}}
+    b: {block: core.fail, config: {errorClass: rejected}}
+"""
+
+
+async def _retry(h: Harness, run_id: int, step: str, key: str) -> object:
+    return await in_transaction(
+        h.pool,
+        lambda c: retry_step(c, run_id, step, idempotency_key=key, versions=h.versions),
+    )
+
+
+async def test_a_retry_key_is_exact_per_run_and_a_reused_key_is_refused(h: Harness) -> None:
+    await h.apply(TWO_FAILURES)
+    run = await h.run("keys")
+    other = await h.run("keys")
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_settled(other.run_id) == "failed"
+    first = await _retry(h, run.run_id, "a", "a-1")
+    # A key holding LIKE wildcards is matched exactly: it is a new request, not "a-1" again.
+    wild = await _retry(h, run.run_id, "b", "a%")
+    assert wild.created and wild.attempt_ids != first.attempt_ids  # type: ignore[attr-defined]
+    # The same key on another run is that run's own key.
+    elsewhere = await _retry(h, other.run_id, "a", "a-1")
+    assert elsewhere.created  # type: ignore[attr-defined]
+    # The same key for another step of the same run is refused, not answered with a's attempts.
+    with pytest.raises(ProblemsError) as refused:
+        await _retry(h, other.run_id, "b", "a-1")
+    assert refused.value.problems[0].code == "retry.idempotency_key.reused"
+    stored = await h.fetchval(
+        "SELECT array_agg(DISTINCT idempotency_key ORDER BY idempotency_key) FROM step_attempts "
+        "WHERE idempotency_key IS NOT NULL"
+    )
+    assert stored == ["a%", "a-1"]
+
+
+async def test_a_reopened_step_keeps_its_automatic_retries(h: Harness) -> None:
+    await h.apply("""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: reopen}
+spec:
+  steps:
+    first: {block: core.fail, config: {errorClass: rejected, times: 1}}
+    second: {block: core.fail, dependsOn: [first], retry: {maxAttempts: 2, backoff: 10ms},
+             config: {errorClass: transient}}
+""")
+    run = await h.run("reopen")
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "failed"
+        assert (await h.steps(run.run_id))["second"] == "upstream_failed"
+        await _retry(h, run.run_id, "first", "again")
+        assert await h.until_settled(run.run_id) == "failed"
+    second = await h.attempts(run.run_id, "second")
+    assert [(a["number"], a["kind"], a["status"]) for a in second] == [
+        (1, "automatic", "failed"),
+        (2, "automatic", "failed"),
+    ], "the reopened step gets both of its tries"

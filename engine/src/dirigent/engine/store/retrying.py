@@ -4,7 +4,8 @@ Resuming starts from the failure, never from scratch: successful steps keep thei
 and outputs (the retry reads them like any attempt does), and steps that were skipped only
 because of this failure become pending again, so the branch carries on if the retry
 succeeds. A manual attempt is never retried automatically — a person asked for exactly one
-more try — and the idempotency key makes a repeated request return the same attempts.
+more try — and the idempotency key (per run, matched exactly) makes a repeated request
+return the same attempts; the same key for another step of the run is refused.
 """
 
 from __future__ import annotations
@@ -52,11 +53,22 @@ async def retry_step(
     if run is None:
         raise ProblemsError([problem("run.not_found", f"run {run_id} does not exist", "run")])
     earlier = await conn.fetch(
-        "SELECT id FROM step_attempts WHERE run_id = $1 AND idempotency_key LIKE $2 || '%' ORDER BY id",
+        "SELECT id, step FROM step_attempts WHERE run_id = $1 AND idempotency_key = $2 ORDER BY id",
         run_id,
-        f"{idempotency_key}#",
+        idempotency_key,
     )
     if earlier:
+        if any(r["step"] != step for r in earlier):
+            raise ProblemsError(
+                [
+                    problem(
+                        "retry.idempotency_key.reused",
+                        f"idempotency key '{idempotency_key}' already retried step "
+                        f"'{earlier[0]['step']}' of run {run_id}; use a new key for another step",
+                        "idempotencyKey",
+                    )
+                ]
+            )
         return ManualRetry(tuple(r["id"] for r in earlier), created=False)
     if run["status"] == "cancelled":
         raise ProblemsError(
@@ -108,7 +120,7 @@ async def retry_step(
         """INSERT INTO step_attempts (run_id, run_item_id, step, item_index, number, kind, status, priority,
                                       requires_workers, block, available_at, fair_seq, idempotency_key)
            SELECT $1, t.item, $2, t.idx, t.num + 1, 'manual', 'queued', t.prio, t.req::jsonb, t.block, now(),
-                  $3 + t.ord, $4 || '#' || coalesce(t.idx::text, '')
+                  $3 + t.ord, $4
            FROM unnest($5::bigint[], $6::int[], $7::int[], $8::smallint[], $9::text[], $10::text[])
                 WITH ORDINALITY AS t(item, idx, num, prio, req, block, ord)
            RETURNING id""",
@@ -190,13 +202,24 @@ async def _reopen_downstream(
             run_id,
             reopened,
         )
+        # An attempt skipped before it ever started becomes pending again with its number,
+        # so the step keeps its whole automatic-retry budget; one that did run (a sensor that
+        # timed out into Skip) is followed by the next number.
+        await conn.execute(
+            """UPDATE step_attempts SET status = 'pending', finished_at = NULL
+               WHERE run_id = $1 AND step = ANY($2) AND status = 'skipped' AND first_started_at IS NULL""",
+            run_id,
+            reopened,
+        )
         await conn.execute(
             """INSERT INTO step_attempts (run_id, run_item_id, step, item_index, number, kind, status, priority,
                                           requires_workers, block)
-               SELECT DISTINCT ON (step, item_index) run_id, run_item_id, step, item_index, number + 1,
-                      'automatic', 'pending', priority, requires_workers, block
-               FROM step_attempts WHERE run_id = $1 AND step = ANY($2)
-               ORDER BY step, item_index, number DESC""",
+               SELECT run_id, run_item_id, step, item_index, number + 1, 'automatic', 'pending', priority,
+                      requires_workers, block
+               FROM (SELECT DISTINCT ON (step, item_index) *
+                     FROM step_attempts WHERE run_id = $1 AND step = ANY($2)
+                     ORDER BY step, item_index, number DESC) latest
+               WHERE status <> 'pending'""",
             run_id,
             reopened,
         )
