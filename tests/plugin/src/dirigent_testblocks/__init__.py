@@ -126,6 +126,7 @@ class RemoteConfig(_Config):
     submit_sleep: float = Field(default=0.0, ge=0)
     probe_errors: int = Field(default=0, ge=0, description="Raise on this many probes first.")
     fetch_errors: int = Field(default=0, ge=0, description="Raise on this many fetches first.")
+    fetch_sleep: float = Field(default=0.0, ge=0)
 
 
 def _count(path: Path) -> int:
@@ -192,6 +193,8 @@ class RemoteOperator(Operator[RemoteConfig, RemoteOutput]):
         append_line(f"{config.dir}/events.log", f"fetch {handle.ref}")
         if _count(Path(config.dir) / f"fetch-errors-{handle.ref}") <= config.fetch_errors:
             raise ConnectionError("the result store did not answer")
+        if config.fetch_sleep:
+            await asyncio.sleep(config.fetch_sleep)
         return RemoteOutput(ref=handle.ref, polls=int(handle.meta.get("seen", "0")))
 
     async def cancel(self, handle: RemoteHandle, config: RemoteConfig, ctx: StepContext) -> bool:

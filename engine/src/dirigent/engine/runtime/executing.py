@@ -16,7 +16,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -39,10 +39,30 @@ from dirigent.engine.store.crypto import SealError, SecretSealer
 from dirigent.engine.store.outcomes import Artifact, LogLine, Outcome, Parking
 from dirigent.sdk import BlockFailure, ErrorClass, NotYet, Operator, RemoteHandle, Sensor
 
+T = TypeVar("T")
 FetchedHook = Callable[[Claimed, Any], Awaitable[None]]
 GONE_LIMIT = 3  # consecutive GONE probes before a vanished remote job fails the attempt
 PROBE_ERROR_LIMIT = 5  # consecutive probe/fetch errors before the job is given up as lost
 PROBE_BACKOFF_MAX = dt.timedelta(minutes=5)
+
+
+class CallTimedOut(Exception):
+    """The engine's bound on a block call expired (a TimeoutError the block raises is its own)."""
+
+    def __init__(self, call: str, limit: float) -> None:
+        super().__init__(f"{call} did not return within {limit:g}s")
+        self.call = call
+
+
+async def bounded(call: str, work: Awaitable[T], limit: float | None) -> T:
+    """Await a block call under the engine's bound, telling its expiry from the block's own."""
+    try:
+        async with asyncio.timeout(limit) as scope:
+            return await work
+    except TimeoutError:
+        if scope.expired():
+            raise CallTimedOut(call, limit or 0.0) from None
+        raise
 
 
 @dataclass(frozen=True)
@@ -305,7 +325,7 @@ async def execute_attempt(
                     f"the condition did not hold within the deadline {deadline}",
                     input=resolved,
                 )
-            result = await asyncio.wait_for(block.poke(config, ctx), timeout)
+            result = await bounded("poke", block.poke(config, ctx), timeout)
             if isinstance(result, NotYet):
                 logs = ctx.log.lines
                 if result.message and result.message != a.wait_message:
@@ -336,7 +356,7 @@ async def execute_attempt(
                 resolved,
                 on_fetched,
             )
-        result = await asyncio.wait_for(block.execute(config, ctx), timeout)
+        result = await bounded("execute", block.execute(config, ctx), timeout)
         if isinstance(result, RemoteHandle):
             return Parking(
                 a,
@@ -349,7 +369,7 @@ async def execute_attempt(
                 ],
             )
         return await succeed(a, worker_id, result, ctx, started, storage, settings, resolved)
-    except TimeoutError:
+    except CallTimedOut:
         return failure(
             a,
             worker_id,
@@ -421,24 +441,10 @@ async def _probe(
         # A replay: fetch already ran and its result was committed; settle from it.
         output = block.output_model.model_validate(a.fetched)
         return await succeed(a, worker_id, output, ctx, started, storage, settings, resolved)
-    deadline = step.deadline
-    if (
-        deadline is not None
-        and dt.datetime.now(dt.UTC) - a.first_started_at > deadline.to_timedelta()
-    ):
-        # The work is abandoned, so the remote is told to stop (best-effort): a retry must not
-        # run beside a job nobody is waiting for any more.
-        await _cancel_remote(block, handle, config, ctx, step)
-        return failure(
-            a,
-            worker_id,
-            ErrorClass.TRANSIENT,
-            "engine.remote.deadline",
-            f"remote job {handle.ref} did not finish within the deadline {deadline}",
-            logs=ctx.log.lines,
-        )
+    if _past_deadline(a, step):
+        return await _deadline_failure(a, worker_id, block, handle, config, ctx, step)
     try:
-        result = await block.probe(handle, config, ctx)
+        result = await bounded("probe", block.probe(handle, config, ctx), _remote_limit(a, step))
     except asyncio.CancelledError:
         raise
     except Exception as err:
@@ -462,7 +468,9 @@ async def _probe(
         if result.meta is not None:
             handle = handle.model_copy(update={"meta": result.meta})
         try:
-            output = await block.fetch(handle, config, ctx)
+            output = await bounded(
+                "fetch", block.fetch(handle, config, ctx), _remote_limit(a, step)
+            )
         except asyncio.CancelledError:
             raise
         except Exception as err:
@@ -521,6 +529,8 @@ async def _probe_error(
     errors the job is given up as lost: the remote is told to cancel, and the attempt fails
     transient (a retry then submits afresh, beside no abandoned job).
     """
+    if _past_deadline(a, step):  # the call hung until the deadline went by
+        return await _deadline_failure(a, worker_id, block, handle, config, ctx, step)
     count = a.probe_errors + 1
     reason = f"{type(err).__name__}: {err}"
     if count >= PROBE_ERROR_LIMIT:
@@ -550,6 +560,48 @@ async def _probe_error(
     )
 
 
+def _deadline_left(a: Claimed, step: Step) -> float | None:
+    """Seconds until the step's deadline (counted from the attempt's first start), if it has one."""
+    if step.deadline is None:
+        return None
+    spent = (dt.datetime.now(dt.UTC) - a.first_started_at).total_seconds()
+    return step.deadline.to_timedelta().total_seconds() - spent
+
+
+def _past_deadline(a: Claimed, step: Step) -> bool:
+    left = _deadline_left(a, step)
+    return left is not None and left <= 0
+
+
+def _remote_limit(a: Claimed, step: Step) -> float:
+    """A probe or fetch is bounded by the step's timeout (or a default) and by its deadline."""
+    left = _deadline_left(a, step)
+    limit = _remote_timeout(step)
+    return limit if left is None else max(min(limit, left), 0.0)
+
+
+async def _deadline_failure(
+    a: Claimed,
+    worker_id: str,
+    block: Operator[Any, Any],
+    handle: RemoteHandle,
+    config: BaseModel,
+    ctx: EngineContext,
+    step: Step,
+) -> Outcome:
+    """The work is abandoned, so the remote is told to stop (best-effort): a retry must not
+    run beside a job nobody is waiting for any more."""
+    await _cancel_remote(block, handle, config, ctx, step)
+    return failure(
+        a,
+        worker_id,
+        ErrorClass.TRANSIENT,
+        "engine.remote.deadline",
+        f"remote job {handle.ref} did not finish within the deadline {step.deadline}",
+        logs=ctx.log.lines,
+    )
+
+
 async def _cancel_remote(
     block: Operator[Any, Any],
     handle: RemoteHandle,
@@ -559,7 +611,7 @@ async def _cancel_remote(
 ) -> None:
     """Tell the remote to stop, best-effort and bounded: a failure here is logged, not raised."""
     try:
-        await asyncio.wait_for(block.cancel(handle, config, ctx), _remote_timeout(step))
+        await bounded("cancel", block.cancel(handle, config, ctx), _remote_timeout(step))
     except asyncio.CancelledError:
         raise
     except Exception as err:
