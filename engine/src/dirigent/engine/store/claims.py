@@ -5,6 +5,13 @@ priority, then fairness between runs (``fair_seq``: an attempt's position among 
 queued work, so a 400-item fan-out and a two-step run interleave), then due time, then id.
 Every predicate that decides claimability sits on the locked ``step_attempts`` relation
 itself, because when SKIP LOCKED waits out a concurrent commit it re-checks only those.
+
+Waiting work (a sensor's poke, a remote job's probe) falls due at a time of its own, so it
+has a reserved share: half of the free slots (at least one) go to due polls first, queued
+work takes the rest, and any slot still free goes to further polls. A 10,000-item fan-out
+therefore never holds a probe past its due time by more than one claim; a poll cannot
+starve queued work either, since it only takes slots its due rows need. No row is locked
+that the statement does not claim.
 """
 
 from __future__ import annotations
@@ -16,24 +23,31 @@ from typing import Any
 import asyncpg
 
 CLAIM = """
-WITH queued AS (
-    SELECT id FROM step_attempts
-    WHERE status = 'queued' AND available_at <= now() AND requires_workers <@ $3::jsonb
-    ORDER BY priority DESC, fair_seq, available_at, id
-    LIMIT $2 FOR UPDATE SKIP LOCKED
-),
-polls AS (
+WITH polls AS (
     SELECT id FROM step_attempts
     WHERE status = 'waiting' AND next_poll_at <= now() AND requires_workers <@ $3::jsonb
     ORDER BY next_poll_at, id
-    LIMIT $2 FOR UPDATE SKIP LOCKED
+    LIMIT greatest(1, $2 / 2) FOR UPDATE SKIP LOCKED
 ),
-due AS (SELECT id FROM queued UNION ALL SELECT id FROM polls),
+queued AS (
+    SELECT id FROM step_attempts
+    WHERE status = 'queued' AND available_at <= now() AND requires_workers <@ $3::jsonb
+    ORDER BY priority DESC, fair_seq, available_at, id
+    LIMIT $2 - (SELECT count(*) FROM polls) FOR UPDATE SKIP LOCKED
+),
+more_polls AS (
+    SELECT id FROM step_attempts
+    WHERE status = 'waiting' AND next_poll_at <= now() AND requires_workers <@ $3::jsonb
+      AND id NOT IN (SELECT id FROM polls)
+    ORDER BY next_poll_at, id
+    LIMIT $2 - (SELECT count(*) FROM polls) - (SELECT count(*) FROM queued) FOR UPDATE SKIP LOCKED
+),
+due AS (SELECT id FROM polls UNION ALL SELECT id FROM queued UNION ALL SELECT id FROM more_polls),
 claimed AS (
     UPDATE step_attempts a
     SET status = 'running', lease_owner = $1, lease_expires_at = now() + $4::interval,
         started_at = now(), first_started_at = COALESCE(a.first_started_at, now())
-    FROM (SELECT id FROM due LIMIT $2) d
+    FROM due d
     WHERE a.id = d.id
     RETURNING a.id, a.run_id, a.run_item_id, a.step, a.item_index, a.number, a.kind, a.block,
               a.first_started_at, a.cursor, a.handle, a.fetched, a.wait_message, a.gone_count,
