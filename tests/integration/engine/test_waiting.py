@@ -169,3 +169,56 @@ spec:
             await asyncio.sleep(0.05)
     lines = path.read_text().splitlines()
     assert sum(ln.startswith("first") for ln in lines) == 1, lines
+
+
+async def test_a_sensor_is_poked_again_no_later_than_its_deadline(
+    h: Harness, tmp_path: Path
+) -> None:
+    await h.apply(f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: late}}
+spec:
+  steps:
+    tick: {{block: testing.tick, poll: 1h, deadline: 1s, onTimeout: Skip,
+            config: {{path: "{tmp_path / "ticks.log"}", poll: 3600}}}}
+""")
+    run = await h.run("late")
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id, timeout=15) == "succeeded"
+    [tick] = await h.attempts(run.run_id, "tick")
+    assert tick["status"] == "skipped"
+    assert (tick["finished_at"] - tick["first_started_at"]).total_seconds() < 5
+
+
+async def test_an_item_whose_paired_match_did_not_succeed_is_skipped(
+    h: Harness, tmp_path: Path
+) -> None:
+    await h.apply(f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: paired}}
+spec:
+  steps:
+    a: {{block: testing.flaky, forEach: [1, 2, 3], onItemFailure: Continue,
+        config: {{needs: "{tmp_path}/ok-${{item}}"}}}}
+    b: {{block: core.echo, forEach: "${{steps.a.items}}", dependsOn: [a],
+        config: {{value: "${{steps.a.item.output.needs}}"}}}}
+""")
+    for n in (1, 3):
+        (tmp_path / f"ok-{n}").touch()
+    run = await h.run("paired")
+    async with h.workers(1):
+        await h.until_settled(run.run_id)
+    b = await h.attempts(run.run_id, "b")
+    assert [(a["item_index"], a["status"]) for a in b] == [
+        (0, "succeeded"),
+        (1, "skipped"),
+        (2, "succeeded"),
+    ]
+    assert all(a["error_code"] is None for a in b)
+    items = await h.fetchval(
+        "SELECT array_agg(status ORDER BY index) FROM run_items WHERE run_id = $1 AND step = 'b'",
+        run.run_id,
+    )
+    assert items == ["succeeded", "skipped", "succeeded"]

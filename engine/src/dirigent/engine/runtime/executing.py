@@ -29,6 +29,7 @@ from dirigent.engine.runtime.context import EngineContext
 from dirigent.engine.runtime.resolving import (
     NO_ITEM,
     Scope,
+    UnmatchedItem,
     UnresolvedReference,
     resolve,
 )
@@ -44,6 +45,7 @@ FetchedHook = Callable[[Claimed, Any], Awaitable[None]]
 GONE_LIMIT = 3  # consecutive GONE probes before a vanished remote job fails the attempt
 PROBE_ERROR_LIMIT = 5  # consecutive probe/fetch errors before the job is given up as lost
 PROBE_BACKOFF_MAX = dt.timedelta(minutes=5)
+DEADLINE_MARGIN = dt.timedelta(milliseconds=10)  # look again just after the deadline, not at it
 
 
 class CallTimedOut(Exception):
@@ -210,6 +212,17 @@ def _poll(step: Step, entry: BlockEntry) -> dt.timedelta:
     return entry.block.spec.default_poll.to_timedelta()
 
 
+def _next_poll(
+    a: Claimed, step: Step, entry: BlockEntry, deadline: dt.timedelta | None
+) -> dt.timedelta:
+    """The poll interval, but never past the deadline: the attempt is looked at again then."""
+    poll = _poll(step, entry)
+    if deadline is None:
+        return poll
+    left = deadline - (dt.datetime.now(dt.UTC) - a.first_started_at)
+    return max(min(poll, left + DEADLINE_MARGIN), dt.timedelta(0))
+
+
 async def execute_attempt(
     conn_factory: Any,
     a: Claimed,
@@ -244,6 +257,8 @@ async def execute_attempt(
     scope = await upstream_scope(conn_factory, a, pipeline, step, storage)
     try:
         resolved = resolve(step.config, scope)
+    except UnmatchedItem as err:
+        return Outcome(a, worker_id, "skipped", logs=[LogLine("info", f"skipped: {err}")])
     except UnresolvedReference as err:
         return failure(
             a,
@@ -304,7 +319,7 @@ async def execute_attempt(
     try:
         if isinstance(block, Sensor):
             deadline = step.deadline or block.spec.default_deadline
-            if dt.datetime.now(dt.UTC) - a.first_started_at > deadline.to_timedelta():
+            if dt.datetime.now(dt.UTC) - a.first_started_at >= deadline.to_timedelta():
                 if step.on_timeout is TimeoutOutcome.SKIP:
                     return Outcome(
                         a,
@@ -332,7 +347,7 @@ async def execute_attempt(
                     logs = [*logs, LogLine("info", result.message, {"progress": result.progress})]
                 return Parking(
                     a,
-                    _poll(step, entry),
+                    _next_poll(a, step, entry, deadline.to_timedelta()),
                     cursor=result.cursor,
                     message=result.message,
                     progress=result.progress,
@@ -360,7 +375,7 @@ async def execute_attempt(
         if isinstance(result, RemoteHandle):
             return Parking(
                 a,
-                _poll(step, entry),
+                _next_poll(a, step, entry, _deadline_of(step)),
                 handle=result.model_dump(mode="json"),
                 input=resolved,
                 logs=[
@@ -458,7 +473,7 @@ async def _probe(
         )
         return Parking(
             a,
-            _poll(step, entry),
+            _next_poll(a, step, entry, _deadline_of(step)),
             handle=new_handle.model_dump(mode="json"),
             message=result.message,
             progress=result.progress,
@@ -494,7 +509,7 @@ async def _probe(
             )
         return Parking(
             a,
-            _poll(step, entry),
+            _next_poll(a, step, entry, _deadline_of(step)),
             handle=a.handle,
             gone_count=count,
             probe_errors=a.probe_errors,
@@ -558,6 +573,10 @@ async def _probe_error(
         message=a.wait_message,
         logs=ctx.log.lines,
     )
+
+
+def _deadline_of(step: Step) -> dt.timedelta | None:
+    return step.deadline.to_timedelta() if step.deadline is not None else None
 
 
 def _deadline_left(a: Claimed, step: Step) -> float | None:

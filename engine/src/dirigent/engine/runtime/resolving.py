@@ -41,6 +41,13 @@ class UnresolvedReference(Exception):
         self.why = why
 
 
+class UnmatchedItem(UnresolvedReference):
+    """A paired read (``steps.x.item.output``) whose matching item did not succeed: the item
+    is skipped, as its match was (seed §6), rather than failed."""
+
+    code = "reference.item.unmatched"
+
+
 @dataclass
 class Scope:
     """Everything a reference of one attempt may read."""
@@ -95,8 +102,10 @@ def resolve_reference(ref: Reference, scope: Scope) -> Any:
     if ref.part is StepPart.ITEM_OUTPUT:
         outputs = scope.fan_outs.get(ref.step)
         index = scope.item_index
-        if outputs is None or index is None or index >= len(outputs) or outputs[index] is None:
+        if outputs is None or index is None or index >= len(outputs):
             raise UnresolvedReference(str(ref), f"step '{ref.step}' has no output for this item")
+        if outputs[index] is None:
+            raise UnmatchedItem(str(ref), f"item {index} of step '{ref.step}' did not succeed")
         return _walk(outputs[index], ref.path, ref)
     if ref.step not in scope.outputs:
         raise UnresolvedReference(str(ref), f"step '{ref.step}' has no output (it did not succeed)")
