@@ -6,6 +6,7 @@ environment; they are found only through its ``dirigent.plugins.v1`` entry point
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from dirigent.engine.store import runs
 from dirigent.engine.store.pool import in_transaction
 from dirigent.engine.store.runs import RunRequest
 from tests.integration.engine.harness import Harness
+from tests.waiting import eventually
 
 UNSAFE = """
 apiVersion: dirigent.dev/v1alpha1
@@ -92,7 +94,8 @@ async def test_the_gate_is_checked_again_at_claim(h: Harness) -> None:
             enabled_unsafe={"testing.unsafe"},
         ),
     )
-    async with h.workers(1, enabled_unsafe=frozenset()):
+    # No other worker can run it and no grace: it fails at once.
+    async with h.workers(1, enabled_unsafe=frozenset(), missing_block_grace=dt.timedelta(0)):
         assert await h.until_settled(created.run_id) == "failed"
     [attempt] = await h.attempts(created.run_id)
     assert (attempt["error_class"], attempt["error_code"]) == (
@@ -111,3 +114,55 @@ async def test_the_gate_is_checked_again_at_claim(h: Harness) -> None:
     )
     async with h.workers(1, enabled_unsafe=frozenset({"testing.unsafe"})):
         assert await h.until_settled(created.run_id) == "succeeded"
+
+
+async def _unsafe_run(h: Harness) -> int:
+    await h.apply(UNSAFE)
+    created = await in_transaction(
+        h.pool,
+        lambda c: runs.create_run(
+            c,
+            RunRequest("default", "u"),
+            versions=h.versions,
+            catalog=h.catalog,
+            enabled_unsafe={"testing.unsafe"},
+        ),
+    )
+    return created.run_id
+
+
+async def _released(h: Harness, run_id: int) -> int:
+    return int(
+        await h.fetchval(
+            "SELECT count(*) FROM log_entries WHERE run_id = $1 AND message LIKE 'released by %'",
+            run_id,
+        )
+    )
+
+
+async def test_a_worker_that_cannot_run_a_block_leaves_it_to_one_that_can(h: Harness) -> None:
+    run_id = await _unsafe_run(h)
+    async with h.workers(1, enabled_unsafe=frozenset()) as [lacking]:
+        await eventually(lambda: _released(h, run_id), timeout=15)
+        assert await h.status(run_id) == "running"
+        async with h.workers(1, enabled_unsafe=frozenset({"testing.unsafe"})) as [able]:
+            assert await h.until_settled(run_id) == "succeeded"
+    [attempt] = await h.attempts(run_id)
+    assert attempt["status"] == "succeeded" and attempt["number"] == 1
+    assert attempt["lease_owner"] is None
+    released = lacking.metrics.registry.get_sample_value(
+        "dirigent_attempts_total", {"block": "testing.unsafe", "outcome": "released"}
+    )
+    assert released is not None and released >= 1
+    assert able.executed == 1 and lacking.executed == 0
+
+
+async def test_an_attempt_no_live_worker_can_run_fails_after_the_grace(h: Harness) -> None:
+    run_id = await _unsafe_run(h)
+    grace = dt.timedelta(seconds=1)
+    async with h.workers(1, enabled_unsafe=frozenset(), missing_block_grace=grace):
+        assert await h.until_settled(run_id) == "failed"
+    [attempt] = await h.attempts(run_id)
+    assert attempt["error_code"] == "engine.block.unsafe_disabled"
+    assert await _released(h, run_id) >= 1
+    assert (attempt["finished_at"] - attempt["first_started_at"]) >= grace

@@ -60,6 +60,9 @@ class WorkerConfig:
     retention_runs: dt.timedelta | None = None  # unset: nothing is deleted unless asked
     retention_logs: dt.timedelta | None = None
     enabled_unsafe: frozenset[str] = frozenset()
+    # How long an attempt this worker cannot run (block not installed, unsafe not enabled)
+    # is released for others when no live worker says it can run it; then it fails.
+    missing_block_grace: dt.timedelta = dt.timedelta(minutes=5)
     inline_artifact_max: int = 65536
     sealer: SecretSealer | None = None
     worker_id: str = field(
@@ -120,6 +123,7 @@ class Worker:
                 plugins=list(self.catalog.plugins),
                 tags=self.config.tags,
                 concurrency=self.config.concurrency,
+                blocks=sorted(b for b in self.catalog.blocks if self._cannot_run(b) is None),
             )
         log.info("worker.started", worker=self.id, concurrency=self.config.concurrency)
         listener = await asyncpg.connect(self.dsn)
@@ -212,6 +216,9 @@ class Worker:
         )
         started = time.monotonic()
         try:
+            missing = self._cannot_run(attempt.block)
+            if missing is not None and await self._release(attempt, missing):
+                return
             pipeline = self.versions.peek(attempt.version_id)
             if pipeline is None:
                 async with self._conn() as conn:
@@ -241,6 +248,33 @@ class Worker:
             log.exception("attempt.engine_error", attempt_id=attempt.id)
         finally:
             structlog.contextvars.clear_contextvars()
+
+    def _cannot_run(self, block: str) -> str | None:
+        """Why this worker cannot run a block, or None when it can."""
+        entry = self.catalog.block(block)
+        if entry is None:
+            return f"block '{block}' is not installed here"
+        if entry.local_execution and block not in self.config.enabled_unsafe:
+            return f"block '{block}' executes code on workers and is not enabled here"
+        return None
+
+    async def _release(self, attempt: Claimed, reason: str) -> bool:
+        """Leave an attempt this worker cannot run to one that can; False: none can, fail it."""
+        async with self._conn() as conn:
+            released = await workers_store.release_unrunnable(
+                conn,
+                attempt.id,
+                self.id,
+                block=attempt.block,
+                reason=reason,
+                live_within=max(self.config.lease, self.config.heartbeat * 3),
+                grace=self.config.missing_block_grace,
+                delay=dt.timedelta(seconds=self.config.poll_interval),
+            )
+        if released:
+            log.warning("attempt.released", attempt_id=attempt.id, reason=reason)
+            self.metrics.attempts.labels(attempt.block, "released").inc()
+        return released
 
     async def _settle(self, outcome: Outcome | Parking) -> None:
         """Hand the outcome (or parking) to the writer and wait until it is committed (the slot stays held)."""

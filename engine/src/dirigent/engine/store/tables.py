@@ -425,6 +425,8 @@ workers = Table(
     Column("version", Text, nullable=False),
     _jsonb("plugins", nullable=False, default="[]"),
     _jsonb("tags", nullable=False, default="[]"),
+    # The block ids this worker can run (installed, and allowed when unsafe).
+    _jsonb("blocks", nullable=False, default="[]"),
     Column("concurrency", Integer, nullable=False),
     _ts("started_at", nullable=False, now=True),
     _ts("last_seen_at", nullable=False, now=True),

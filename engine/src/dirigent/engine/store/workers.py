@@ -24,19 +24,72 @@ async def register(
     plugins: list[str],
     tags: list[str],
     concurrency: int,
+    blocks: list[str] | None = None,
 ) -> None:
     await conn.execute(
-        """INSERT INTO workers (id, hostname, version, plugins, tags, concurrency, status)
-           VALUES ($1, $2, $3, $4, $5, $6, 'active')
+        """INSERT INTO workers (id, hostname, version, plugins, tags, concurrency, blocks, status)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, 'active')
            ON CONFLICT (id) DO UPDATE SET hostname = $2, version = $3, plugins = $4, tags = $5,
-               concurrency = $6, status = 'active', started_at = now(), last_seen_at = now()""",
+               concurrency = $6, blocks = $7, status = 'active', started_at = now(),
+               last_seen_at = now()""",
         worker_id,
         hostname,
         version,
         plugins,
         tags,
         concurrency,
+        blocks or [],
     )
+
+
+async def release_unrunnable(
+    conn: asyncpg.Connection,
+    attempt_id: int,
+    worker_id: str,
+    *,
+    block: str,
+    reason: str,
+    live_within: timedelta,
+    grace: timedelta,
+    delay: timedelta,
+) -> bool:
+    """Give back an attempt this worker cannot run, for a worker that can.
+
+    Released while another live worker says it runs the block, or while the attempt is
+    younger than ``grace`` (counted from its first claim: a worker that can may still be
+    starting). Returns False when neither holds — no live worker can take it — and the
+    caller then fails it. The attempt goes back as recovery would (waiting if it holds a
+    handle or cursor) and falls due after ``delay``, so the releasing worker does not take
+    it straight back.
+    """
+    row = await conn.fetchrow(
+        """WITH able AS (
+               SELECT 1 FROM workers WHERE id <> $2 AND status = 'active'
+                 AND last_seen_at > now() - $4::interval AND blocks ? $3 LIMIT 1
+           ),
+           r AS (
+               UPDATE step_attempts
+               SET status = CASE WHEN handle IS NOT NULL OR cursor IS NOT NULL THEN 'waiting' ELSE 'queued' END,
+                   available_at = now() + $6::interval, next_poll_at = now() + $6::interval,
+                   lease_owner = NULL, lease_expires_at = NULL
+               WHERE id = $1 AND lease_owner = $2 AND status = 'running'
+                 AND (EXISTS (SELECT 1 FROM able) OR first_started_at > now() - $5::interval)
+               RETURNING run_id, run_item_id, step
+           )
+           INSERT INTO log_entries (run_id, attempt_id, run_item_id, step, level, message, fields)
+           SELECT run_id, $1, run_item_id, step, 'warning', $7, jsonb_build_object('worker', $2::text)
+           FROM r RETURNING 1""",
+        attempt_id,
+        worker_id,
+        block,
+        live_within,
+        grace,
+        delay,
+        f"released by worker {worker_id}: {reason}",
+    )
+    if row is not None:
+        await notify_work(conn)
+    return row is not None
 
 
 async def seen(conn: asyncpg.Connection, worker_id: str) -> None:
