@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import signal
 import subprocess
 from pathlib import Path
 
 from tests.integration.engine.harness import Harness, spawn_worker
+from tests.waiting import eventually
 
 
 async def test_two_worker_processes_never_execute_an_attempt_twice(
@@ -120,3 +122,47 @@ spec:
         assert await h.status(run.run_id) == "running"  # nobody here carries the gpu tag
     async with h.workers(1, tags=["gpu", "eu"]):
         assert await h.until_settled(run.run_id) == "succeeded"
+
+
+async def test_two_workers_parking_and_settling_the_same_runs_never_deadlock(
+    h: Harness, db_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """Parkings (remote jobs going back to waiting) and outcomes of the same runs, written by
+    two worker processes at once: every writer takes its run locks first, in one order, so
+    PostgreSQL never has to break a deadlock (its own counter stays where it was)."""
+    items = list(range(150))
+    await h.apply(f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: mixed}}
+spec:
+  steps:
+    jobs: {{block: testing.remote, forEach: {items}, poll: 50ms, onItemFailure: Continue,
+           config: {{dir: "{tmp_path}/remote", polls: 3}}}}
+    plain: {{block: core.noop, forEach: {items}}}
+    after: {{block: core.noop, dependsOn: [jobs, plain]}}
+""")
+    before = await h.fetchval(
+        "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+    )
+    processes += [spawn_worker(db_url, tmp_path / "art"), spawn_worker(db_url, tmp_path / "art")]
+    await eventually(
+        lambda: h.fetchval("SELECT count(*) FROM workers WHERE status = 'active'"),
+        lambda n: n >= 2,
+        timeout=60,
+    )
+    runs = [await h.run("mixed") for _ in range(4)]
+    for run in runs:
+        assert await h.until_settled(run.run_id, timeout=180) == "succeeded"
+    pids = await h.fetchval(
+        "SELECT count(DISTINCT output->>'ref') FROM step_attempts WHERE step = 'jobs'"
+    )
+    assert pids == 4 * len(items)
+    for p in processes:  # a backend flushes its statistics when it exits
+        p.send_signal(signal.SIGTERM)
+    for p in processes:
+        p.wait(timeout=30)
+    after = await h.fetchval(
+        "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+    )
+    assert after == before, f"{after - before} deadlocks broken by PostgreSQL"

@@ -162,8 +162,13 @@ async def heartbeat(
     if not ids:
         return set()
     rows = await conn.fetch(
-        """UPDATE step_attempts SET lease_expires_at = now() + $3::interval
-           WHERE id = ANY($2) AND lease_owner = $1 AND status = 'running' RETURNING id""",
+        # Rows locked in id order, as every writer locks them (``outcomes.lock_batch``): a
+        # heartbeat and its own worker's writer never wait on each other in a cycle.
+        """WITH l AS (SELECT id FROM step_attempts
+                      WHERE id = ANY($2) AND lease_owner = $1 AND status = 'running'
+                      ORDER BY id FOR NO KEY UPDATE)
+           UPDATE step_attempts a SET lease_expires_at = now() + $3::interval
+           FROM l WHERE a.id = l.id RETURNING a.id""",
         worker_id,
         ids,
         lease,

@@ -215,8 +215,13 @@ async def lock_batch(
 
     Pipelines first (only those whose pinned version queues runs: a run settling may start
     the next queued one, which locks its pipeline), then every run the batch touches, in id
-    order. Writing a parking's log line first would take a key-share lock on its run, and a
-    settle would then wait on another run while holding it: two workers could deadlock.
+    order, then the batch's attempt rows, in id order (as the heartbeat takes them). Runs are
+    locked ``FOR NO KEY UPDATE``: writers still exclude each other per run, but a claim (whose
+    event rows take a key-share lock on their runs through the foreign key) never waits on a
+    writer while holding attempt rows the writer wants. Writing a parking's log line first
+    would take a key-share lock on its run, and a settle would then wait on another run while
+    holding it: two workers could deadlock. ``test_processes.py`` checks PostgreSQL's own
+    deadlock counter stays put under two workers.
     """
     if not attempts:
         return
@@ -234,8 +239,12 @@ async def lock_batch(
             queue_runs,
         )
     await conn.execute(
-        "SELECT 1 FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+        "SELECT 1 FROM runs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
         sorted({a.run_id for a in attempts}),
+    )
+    await conn.execute(
+        "SELECT 1 FROM step_attempts WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
+        sorted({a.id for a in attempts}),
     )
 
 
@@ -264,7 +273,7 @@ async def settle_many(
     locked = {
         r["id"]: r
         for r in await conn.fetch(
-            """WITH l AS (SELECT id FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE)
+            """WITH l AS (SELECT id FROM runs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE)
                UPDATE runs r SET last_progress_at = now(), stuck_at = NULL FROM l WHERE r.id = l.id
                RETURNING r.id, r.pipeline_id, r.version_id""",
             run_ids,
@@ -453,9 +462,12 @@ async def _cancel_open_items(conn: asyncpg.Connection, run_id: int, step: str) -
     equal to the rows; an attempt holding a remote handle joins the cancel outbox.
     """
     await conn.execute(
-        """UPDATE step_attempts SET status = 'cancelled', finished_at = now(), lease_owner = NULL,
+        """WITH l AS (SELECT id FROM step_attempts
+                      WHERE run_id = $1 AND step = $2 AND status IN ('pending', 'queued', 'waiting', 'running')
+                      ORDER BY id FOR NO KEY UPDATE)
+           UPDATE step_attempts a SET status = 'cancelled', finished_at = now(), lease_owner = NULL,
                   lease_expires_at = NULL, error_message = 'another item failed (onItemFailure: FailFast)'
-           WHERE run_id = $1 AND step = $2 AND status IN ('pending', 'queued', 'waiting', 'running')""",
+           FROM l WHERE a.id = l.id""",
         run_id,
         step,
     )

@@ -1,6 +1,6 @@
 """Applying step progression inside the outcome transaction.
 
-Callers hold the run row's lock (``SELECT ... FOR UPDATE`` on ``runs``) before calling
+Callers hold the run row's lock (``SELECT ... FOR NO KEY UPDATE`` on ``runs``) before calling
 anything here: that lock is what makes a run's status derived exactly once when two workers
 settle its last two attempts at the same moment, and because it is taken before any write,
 no transaction ever upgrades a share lock it took through a foreign key (the deadlock two

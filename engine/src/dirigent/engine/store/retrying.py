@@ -48,7 +48,7 @@ async def retry_step(
             ]
         )
     run = await conn.fetchrow(
-        "SELECT status, version_id FROM runs WHERE id = $1 FOR UPDATE", run_id
+        "SELECT status, version_id FROM runs WHERE id = $1 FOR NO KEY UPDATE", run_id
     )
     if run is None:
         raise ProblemsError([problem("run.not_found", f"run {run_id} does not exist", "run")])

@@ -301,7 +301,7 @@ async def start_queued_run(
             return None
         row = await conn.fetchrow(
             """SELECT id, version_id FROM runs WHERE pipeline_id = $1 AND status = 'queued'
-               ORDER BY id LIMIT 1 FOR UPDATE""",
+               ORDER BY id LIMIT 1 FOR NO KEY UPDATE""",
             pipeline_id,
         )
         if row is None:
@@ -330,7 +330,7 @@ async def cancel_run(
         run_id,
     )
     row = await conn.fetchrow(
-        "SELECT status, pipeline_id FROM runs WHERE id = $1 FOR UPDATE", run_id
+        "SELECT status, pipeline_id FROM runs WHERE id = $1 FOR NO KEY UPDATE", run_id
     )
     if row is None:
         raise ProblemsError([problem("run.not_found", f"run {run_id} does not exist", "run")])
