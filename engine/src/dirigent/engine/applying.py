@@ -13,8 +13,6 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, assert_never
 
-import asyncpg
-
 from dirigent.engine.firing import DEFAULT_GRACE
 from dirigent.engine.manifests.connection import Connection
 from dirigent.engine.manifests.loading import Manifest
@@ -24,7 +22,7 @@ from dirigent.engine.manifests.webhook import Webhook
 from dirigent.engine.plugins import Catalog
 from dirigent.engine.problems import ProblemsError, problem
 from dirigent.engine.store import connections as connections_store
-from dirigent.engine.store import definitions
+from dirigent.engine.store import definitions, pool
 from dirigent.engine.store import schedules as schedules_store
 from dirigent.engine.store import webhooks as webhooks_store
 from dirigent.engine.store.crypto import SecretSealer
@@ -45,7 +43,7 @@ class Applied:
 
 
 async def apply_manifest(
-    conn: asyncpg.Connection,
+    conn: pool.Connection,
     manifest: Manifest,
     *,
     namespace: str,

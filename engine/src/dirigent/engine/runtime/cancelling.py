@@ -12,7 +12,6 @@ import asyncio
 import datetime as dt
 from typing import Any
 
-import asyncpg
 import structlog
 
 from dirigent.engine.plugins import Catalog
@@ -20,7 +19,7 @@ from dirigent.engine.runtime.child_runs import StepRuns
 from dirigent.engine.runtime.context import EngineContext
 from dirigent.engine.storage import FileStorage
 from dirigent.engine.store import runs as runs_store
-from dirigent.engine.store.pool import in_transaction
+from dirigent.engine.store.pool import Connection, Pool, in_transaction
 from dirigent.engine.store.versions import VersionCache
 from dirigent.sdk import Operator, RemoteHandle
 
@@ -28,7 +27,7 @@ log = structlog.get_logger("dirigent.cancel")
 
 
 async def cancel_run(
-    pool: asyncpg.Pool,
+    pool: Pool,
     run_id: int,
     *,
     reason: str,
@@ -39,7 +38,7 @@ async def cancel_run(
 ) -> int:
     """Cancel a run; returns how many remote handles were told to cancel."""
 
-    async def settle(conn: asyncpg.Connection) -> None:
+    async def settle(conn: Connection) -> None:
         await runs_store.cancel_run(conn, run_id, reason=reason, versions=versions)
 
     await in_transaction(pool, settle)
@@ -49,7 +48,7 @@ async def cancel_run(
 
 
 async def tell_owed_remotes(
-    pool: asyncpg.Pool,
+    pool: Pool,
     *,
     catalog: Catalog,
     storage: FileStorage,

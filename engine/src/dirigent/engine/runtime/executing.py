@@ -24,15 +24,15 @@ from dirigent.engine.manifests.enums import TimeoutOutcome
 from dirigent.engine.manifests.pipeline import Pipeline, Step
 from dirigent.engine.manifests.references import Reference, StepPart, find_references
 from dirigent.engine.plugins import BlockEntry, Catalog
-from dirigent.engine.runtime.child_runs import StepRuns
-from dirigent.engine.runtime.context import EngineContext
-from dirigent.engine.runtime.resolving import (
+from dirigent.engine.resolving import (
     NO_ITEM,
     Scope,
     UnmatchedItem,
     UnresolvedReference,
     resolve,
 )
+from dirigent.engine.runtime.child_runs import StepRuns
+from dirigent.engine.runtime.context import EngineContext
 from dirigent.engine.storage import FileStorage
 from dirigent.engine.store.claims import Claimed
 from dirigent.engine.store.connections import open_connection

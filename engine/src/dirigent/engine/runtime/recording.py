@@ -18,19 +18,18 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import asyncpg
 import structlog
 
 from dirigent.engine.storable import storable_text, storable_value, unstorable_path
 from dirigent.engine.store.outcomes import LogLine, Outcome, Parking
-from dirigent.engine.store.pool import in_transaction
+from dirigent.engine.store.pool import UNSTORABLE_ERRORS, Connection, Pool, in_transaction
 from dirigent.sdk import ErrorClass
 
 log = structlog.get_logger("dirigent.worker")
 
 UNSTORABLE = "engine.value.unstorable"
 Entry = Outcome | Parking
-Writer = Callable[[asyncpg.Connection, list[Outcome], list[Parking]], Awaitable[Any]]
+Writer = Callable[[Connection, list[Outcome], list[Parking]], Awaitable[Any]]
 
 
 def _where(*path: str | int) -> str:
@@ -84,7 +83,7 @@ def storable(entry: Entry, worker_id: str) -> Entry:
 
 
 async def record(
-    pool: asyncpg.Pool,
+    pool: Pool,
     write: Writer,
     worker_id: str,
     outcomes: list[Outcome],
@@ -122,7 +121,7 @@ async def _alone(
         if isinstance(entry, Outcome):
             return [(entry, await one([entry], []))]
         return [(entry, await one([], [entry]))]
-    except (asyncpg.DataError, UnicodeError):
+    except UNSTORABLE_ERRORS:
         log.exception("attempt.write_refused", attempt_id=entry.attempt.id)
     except Exception:
         log.exception("attempt.write_failed", attempt_id=entry.attempt.id)

@@ -21,7 +21,6 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import asyncpg
 import structlog
 
 from dirigent.engine.metrics import WorkerMetrics
@@ -36,7 +35,7 @@ from dirigent.engine.store import workers as workers_store
 from dirigent.engine.store.claims import Claimed
 from dirigent.engine.store.crypto import SecretSealer
 from dirigent.engine.store.outcomes import Outcome, Parking
-from dirigent.engine.store.pool import in_transaction
+from dirigent.engine.store.pool import Connection, Pool, in_transaction, listen
 from dirigent.engine.store.progress import WORK_CHANNEL
 from dirigent.engine.store.runs import start_queued_run
 from dirigent.engine.store.versions import VersionCache
@@ -77,7 +76,7 @@ class Worker:
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        pool: Pool,
         dsn: str,
         catalog: Catalog,
         storage: FileStorage,
@@ -104,7 +103,7 @@ class Worker:
         self.executed = 0  # attempts this worker settled or parked; for tests and metrics
 
     @contextlib.asynccontextmanager
-    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
+    async def _conn(self) -> AsyncIterator[Connection]:
         async with self.pool.acquire() as conn:
             yield conn
 
@@ -126,8 +125,7 @@ class Worker:
                 blocks=sorted(b for b in self.catalog.blocks if self._cannot_run(b) is None),
             )
         log.info("worker.started", worker=self.id, concurrency=self.config.concurrency)
-        listener = await asyncpg.connect(self.dsn)
-        await listener.add_listener(WORK_CHANNEL, lambda *_: self._wake.set())
+        listener = await listen(self.dsn, WORK_CHANNEL, self._wake.set)
         background = [
             asyncio.create_task(self._heartbeat_loop()),
             asyncio.create_task(self._sweep_loop()),
@@ -317,7 +315,7 @@ class Worker:
                     done.set_result(None)
 
     async def _write(
-        self, conn: asyncpg.Connection, outcomes: list[Outcome], parkings: list[Parking]
+        self, conn: Connection, outcomes: list[Outcome], parkings: list[Parking]
     ) -> tuple[set[int], dict[int, outcome_store.Settled]]:
         """One writer transaction: parkings and outcomes together (see ``store.outcomes``)."""
         await outcome_store.lock_batch(
@@ -401,7 +399,7 @@ class Worker:
         started: list[int] = []
         for pid in pipeline_ids:
 
-            async def start(conn: asyncpg.Connection, pipeline_id: int = pid) -> int | None:
+            async def start(conn: Connection, pipeline_id: int = pid) -> int | None:
                 return await start_queued_run(conn, pipeline_id, self.versions)
 
             run_id = await in_transaction(self.pool, start)

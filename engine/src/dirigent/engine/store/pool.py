@@ -19,6 +19,10 @@ from dirigent.engine.problems import EngineUnavailable
 T = TypeVar("T")
 # What store functions take; callers above the store name the type, never use it.
 Connection: TypeAlias = asyncpg.Connection
+Pool: TypeAlias = asyncpg.Pool
+# Errors PostgreSQL (or the driver) raises for a value it cannot store: deterministic, so the
+# batch holding one is split rather than retried.
+UNSTORABLE_ERRORS: tuple[type[Exception], ...] = (asyncpg.DataError, UnicodeError)
 
 
 def asyncpg_dsn(url: str) -> str:
@@ -111,3 +115,10 @@ class Database:
         if self._listener is not None:
             await self._listener.close()
         await self.pool.close()
+
+
+async def listen(dsn: str, channel: str, callback: Callable[[], None]) -> Connection:
+    """A dedicated connection calling ``callback`` on every NOTIFY on ``channel``; close it when done."""
+    conn: Connection = await asyncpg.connect(dsn)
+    await conn.add_listener(channel, lambda *_: callback())
+    return conn

@@ -22,7 +22,7 @@ from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.params import resolve_params
 from dirigent.engine.plugins import Catalog
 from dirigent.engine.problems import Problem, ProblemsError, problem
-from dirigent.engine.runtime.resolving import Scope, UnresolvedReference, resolve
+from dirigent.engine.resolving import Scope, UnresolvedReference, resolve
 from dirigent.engine.store.progress import advance_run, notify_work
 from dirigent.engine.store.versions import VersionCache
 
