@@ -14,17 +14,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 
-import asyncpg
-
 from dirigent.engine.plugins import Catalog
 from dirigent.engine.problems import ProblemsError
 from dirigent.engine.store import lineage
 from dirigent.engine.store import runs as runs_store
+from dirigent.engine.store.pool import Connection
 from dirigent.engine.store.runs import RunRequest
 from dirigent.engine.store.versions import VersionCache
 from dirigent.sdk import BlockFailure, ErrorClass, JsonValue, Message, RunSnapshot, StartedRun
 
-ConnFactory = Callable[[], AbstractAsyncContextManager[asyncpg.Connection]]
+ConnFactory = Callable[[], AbstractAsyncContextManager[Connection]]
 CancelRemotes = Callable[[int], Awaitable[int]]
 """Tells the remote work of a cancelled child run to stop (by the child's run id).
 

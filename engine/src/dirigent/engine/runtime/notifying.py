@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import asyncpg
 import structlog
 
 from dirigent.engine.plugins import Catalog
@@ -24,7 +23,7 @@ from dirigent.engine.store import alerts
 from dirigent.engine.store.alerts import Claimed
 from dirigent.engine.store.connections import open_connection
 from dirigent.engine.store.crypto import SecretSealer
-from dirigent.engine.store.pool import in_transaction
+from dirigent.engine.store.pool import DATABASE_ERRORS, Pool, in_transaction
 from dirigent.engine.store.versions import VersionCache
 from dirigent.engine.trigger_metrics import NotificationMetrics
 from dirigent.sdk import NotificationMessage
@@ -52,7 +51,7 @@ class DeliveryConfig:
 class Deliverer:
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        pool: Pool,
         catalog: Catalog,
         sealer: SecretSealer | None,
         config: DeliveryConfig,
@@ -77,7 +76,7 @@ class Deliverer:
                     last_sweep = time.monotonic()
                     await self.sweep()
                 sent = await self.deliver_due()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            except DATABASE_ERRORS:
                 log.exception("notify.loop_failed")
                 sent = 0
             if sent:

@@ -17,12 +17,11 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import asyncpg
 import structlog
 
 from dirigent.engine.firing import DEFAULT_GRACE
 from dirigent.engine.store import schedules
-from dirigent.engine.store.pool import connect, in_transaction
+from dirigent.engine.store.pool import DATABASE_ERRORS, Connection, Pool, connect, in_transaction
 from dirigent.engine.store.schedules import CreateRun, Fired
 from dirigent.engine.trigger_metrics import SchedulerMetrics
 
@@ -52,7 +51,7 @@ class Scheduler:
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        pool: Pool,
         dsn: str,
         create: CreateRun,
         config: SchedulerConfig,
@@ -78,20 +77,20 @@ class Scheduler:
                     self.dsn,
                     server_settings={"application_name": f"dirigent-scheduler:{os.getpid()}"},
                 )
-            except (OSError, asyncpg.PostgresError) as err:
+            except DATABASE_ERRORS as err:
                 log.warning("scheduler.connect_failed", error=str(err))
                 await self._sleep(self.config.tick)
                 continue
             try:
                 await self._lead(conn)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as err:
+            except DATABASE_ERRORS as err:
                 log.warning("scheduler.leadership_lost", error=str(err))
             finally:
                 self.is_leader = False
                 with contextlib.suppress(Exception):
                     await conn.close()
 
-    async def _lead(self, conn: asyncpg.Connection) -> None:
+    async def _lead(self, conn: Connection) -> None:
         """Wait for the lock on ``conn``, then fire until stopped or the session breaks."""
         while not self._stopping.is_set():
             if await conn.fetchval("SELECT pg_try_advisory_lock($1)", self.config.lock_id):
@@ -142,7 +141,7 @@ class Scheduler:
     async def _fire(self, ids: list[int]) -> list[Fired]:
         now = self.config.clock()
 
-        async def fire_all(conn: asyncpg.Connection) -> list[Fired]:
+        async def fire_all(conn: Connection) -> list[Fired]:
             made = []
             for schedule_id in ids:
                 fired = await schedules.fire(

@@ -23,6 +23,12 @@ Pool: TypeAlias = asyncpg.Pool
 # Errors PostgreSQL (or the driver) raises for a value it cannot store: deterministic, so the
 # batch holding one is split rather than retried.
 UNSTORABLE_ERRORS: tuple[type[Exception], ...] = (asyncpg.DataError, UnicodeError)
+# The database, or the network to it, failed: a loop that talks to it logs and goes on.
+DATABASE_ERRORS: tuple[type[Exception], ...] = (
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+)
 
 
 def asyncpg_dsn(url: str) -> str:

@@ -1,8 +1,8 @@
 """Workers say which blocks they can run, so an attempt a worker cannot run is released to
 one that can, and fails only when no live worker can take it.
 
-Revision ID: 0006_worker_blocks
-Revises: 0005_failure_paths
+Revision ID: 0007_worker_blocks
+Revises: 0006_triggers
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0006_worker_blocks"
-down_revision: str | None = "0005_failure_paths"
+revision: str = "0007_worker_blocks"
+down_revision: str | None = "0006_triggers"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
