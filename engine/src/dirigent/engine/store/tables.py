@@ -38,6 +38,7 @@ from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP
 from sqlalchemy.types import UserDefinedType
 
 from dirigent.engine.manifests.enums import Priority
+from dirigent.engine.statuses import RunStatus, WorkStatus
 
 # Deterministic constraint names: migrations can drop or alter them by name later, and
 # autogenerate comparisons do not depend on server-chosen names.
@@ -54,29 +55,10 @@ metadata = MetaData(naming_convention=NAMING_CONVENTION)
 # Enum value sets, exported so the store's queries and tests use the same literals.
 IMPORTANCE: Final = ("routine", "normal", "critical")
 DELETION_POLICY: Final = ("retain", "delete")
-RUN_STATUS: Final = (
-    "queued",
-    "running",
-    "succeeded",
-    "completed_with_errors",
-    "failed",
-    "cancelled",
-)
-RUN_TERMINAL_STATUS: Final = ("succeeded", "completed_with_errors", "failed", "cancelled")
+RUN_STATUS: Final = tuple(RunStatus)
+RUN_TERMINAL_STATUS: Final = tuple(s for s in RunStatus if s.terminal)
 TRIGGER_KIND: Final = ("manual", "api", "schedule", "webhook", "backfill", "pipeline", "cli")
-WORK_STATUS: Final = (
-    "pending",
-    "queued",
-    "running",
-    "waiting",
-    "succeeded",
-    "failed",
-    "skipped",
-    "cancelled",
-    # A step that never ran because an upstream failed (Airflow's upstream_failed); only
-    # run_steps carry it, their attempts and items read `skipped`.
-    "upstream_failed",
-)
+WORK_STATUS: Final = tuple(WorkStatus)
 ATTEMPT_KIND: Final = ("automatic", "manual")
 LOG_LEVEL: Final = ("debug", "info", "warning", "error")
 WORKER_STATUS: Final = ("active", "gone", "stopped")
