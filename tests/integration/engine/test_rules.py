@@ -168,14 +168,32 @@ async def test_items_continue_succeeds_with_errors_when_some_items_fail(h: Harne
 
 
 async def test_items_fail_fast_fails_the_step_and_stops_the_rest(h: Harness) -> None:
-    status, steps = await outcome(
-        h,
-        """
-    each: {block: core.sleep, forEach: [-1, 0, 0, 0, 0, 0], onItemFailure: FailFast, config: {seconds: "${item}"}}
+    await h.apply(
+        HEAD
+        + """
+    each: {block: core.sleep, forEach: [-1, 30, 30, 30], onItemFailure: FailFast, config: {seconds: "${item}"}}
     after: {block: core.noop, dependsOn: [each]}
-""",
+"""
     )
-    assert (status, steps) == ("failed", {"each": "failed", "after": "upstream_failed"})
+    run = await h.run("p")
+    async with h.workers(1, concurrency=1):  # the failing item is claimed first, alone
+        assert await h.until_settled(run.run_id) == "failed"
+    assert await h.steps(run.run_id) == {"each": "failed", "after": "upstream_failed"}
+    attempts = await h.attempts(run.run_id, "each")
+    # The rest stopped: cancelled, never started (a 30s sleep would have outlived the test).
+    assert [(a["item_index"], a["status"]) for a in attempts] == [
+        (0, "failed"),
+        (1, "cancelled"),
+        (2, "cancelled"),
+        (3, "cancelled"),
+    ]
+    assert [a["started_at"] for a in attempts[1:]] == [None, None, None]
+    items = await h.fetchval(
+        "SELECT row(items_failed, items_cancelled)::text FROM run_steps "
+        "WHERE run_id = $1 AND step = 'each'",
+        run.run_id,
+    )
+    assert items == "(1,3)"
 
 
 async def test_an_empty_fan_out_is_skipped(h: Harness) -> None:

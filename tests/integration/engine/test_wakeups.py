@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 
 from tests.integration.engine.harness import Harness
+from tests.waiting import eventually
+
+LISTENING = "SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN %'"
 
 TWO_STEPS = """
 apiVersion: dirigent.dev/v1alpha1
@@ -24,16 +27,28 @@ spec:
 async def test_an_idle_worker_wakes_on_notify_not_on_its_poll(h: Harness) -> None:
     await h.apply(TWO_STEPS)
     async with h.workers(1, poll_interval=60.0, sweep_interval=60.0):
-        await asyncio.sleep(0.5)  # the worker has claimed nothing and is now waiting
+        # The worker listens (its last statement on its own connection) and has no work.
+        await eventually(lambda: h.fetchval(LISTENING), lambda n: n == 1, what="listening")
         run = await h.run("w")
         async with asyncio.timeout(15):
             assert await h.until_settled(run.run_id) == "succeeded"
 
 
 async def test_without_notify_the_poll_still_finds_work(h: Harness) -> None:
-    """A lost notification costs latency, never correctness."""
+    """A lost notification costs latency, never correctness.
+
+    The root attempt is made due a moment from now by a plain UPDATE (as a delayed retry
+    is): nothing sends a NOTIFY when it falls due, so only the worker's poll can find it.
+    With the poll at a minute the run would not finish in time; at half a second it does.
+    """
     await h.apply(TWO_STEPS)
     run = await h.run("w")
-    # Queue a root by hand with no NOTIFY: the worker's poll must pick it up.
-    async with h.workers(1, poll_interval=0.2):
-        assert await h.until_settled(run.run_id) == "succeeded"
+    await h.execute(
+        "UPDATE step_attempts SET available_at = now() + interval '1 second' "
+        "WHERE run_id = $1 AND step = 'a'",
+        run.run_id,
+    )
+    async with h.workers(1, poll_interval=0.5, sweep_interval=60.0):
+        assert await h.until_settled(run.run_id, timeout=15) == "succeeded"
+    [a] = await h.attempts(run.run_id, "a")
+    assert a["started_at"] >= a["available_at"]
