@@ -27,15 +27,15 @@ if [[ -z "${BASE_IMAGE:-}" ]]; then
   BASE_IMAGE="$base_tag"
   if ! podman image exists "$base_tag"; then
     rootfs="$cache/base-bookworm.tar"
-    if [[ ! -s "$rootfs" ]]; then
+    if [[ ! -f "$rootfs" ]]; then
       # The host's own apt sources (no mirror named here); python3 and CA certificates only.
       sources="$(ls /etc/apt/sources.list.d/debian.sources 2>/dev/null || echo /etc/apt/sources.list)"
       log "building the base root filesystem with mmdebstrap from $sources (about 90 s, once)"
       mmdebstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
         --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
         --dpkgopt='path-exclude=/usr/share/locale/*' \
-        bookworm "$rootfs.partial" "$sources" >&2
-      mv -f "$rootfs.partial" "$rootfs"
+        bookworm "${rootfs%.tar}.partial.tar" "$sources" >&2
+      mv -f "${rootfs%.tar}.partial.tar" "$rootfs"
     fi
     log "importing $rootfs as $base_tag"
     podman import --change 'CMD ["/bin/bash"]' "$rootfs" "$base_tag" >&2
