@@ -72,7 +72,7 @@ def _rbac_files() -> dict[str, str]:
     head = GENERATED.format(source="hack/ship/rbac.py")
     files: dict[str, str] = {}
     sa = [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": f"{NAME}-{c}"}}
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": f"{NAME}-{c}", "namespace": "system"}}
         for c in ("operator", "api", "worker")
     ]
     files["config/rbac/service_accounts.yaml"] = head + _dump(*sa)
@@ -80,19 +80,21 @@ def _rbac_files() -> dict[str, str]:
         role = {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": kind,
-            "metadata": {"name": f"{NAME}-{component}"},
+            "metadata": {"name": f"{NAME}-{component}"}
+            | ({"namespace": "system"} if kind == "Role" else {}),
             "rules": rbac.rules(component),
         }
         binding = {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": f"{kind}Binding",
-            "metadata": {"name": f"{NAME}-{component}"},
+            "metadata": {"name": f"{NAME}-{component}"}
+            | ({"namespace": "system"} if kind == "Role" else {}),
             "roleRef": {
                 "apiGroup": "rbac.authorization.k8s.io",
                 "kind": kind,
                 "name": f"{NAME}-{component}",
             },
-            # kustomize's `namespace:` fills in the subject's namespace.
+            # "system" is a placeholder kustomize's `namespace:` replaces (kubebuilder's way).
             "subjects": [
                 {"kind": "ServiceAccount", "name": f"{NAME}-{component}", "namespace": "system"}
             ],
