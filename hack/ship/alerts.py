@@ -45,7 +45,7 @@ ALERTS = [
     ),
     Alert(
         "DirigentRunsStuck",
-        "max(dirigent_queue_depth) > 0 and sum(increase(dirigent_attempts_total[15m])) == 0",
+        "max(dirigent_queue_depth) > 0 unless sum(increase(dirigent_attempts_total[15m])) > 0",
         "15m",
         "critical",
         "Attempts are due but none finishes",
@@ -54,13 +54,13 @@ ALERTS = [
     ),
     Alert(
         "DirigentBacklogGrowing",
-        "min_over_time(max(dirigent_queue_depth)[30m:1m]) > 0"
-        " and deriv(max(dirigent_queue_depth)[30m:1m]) > 0",
+        "deriv(max(dirigent_queue_depth)[30m:1m]) * 60 > 0"
+        " and min_over_time(max(dirigent_queue_depth)[30m:1m]) > 0",
         "30m",
         "warning",
         "The queue of due attempts keeps growing",
-        "The queue never emptied in 30 minutes and is growing ({{ $value | humanize }} per "
-        "second): workers do not keep up.",
+        "The queue never emptied in 30 minutes and grows by {{ $value | humanize }} attempts "
+        "a minute: workers do not keep up.",
     ),
     Alert(
         "DirigentNoLiveWorker",
