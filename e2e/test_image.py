@@ -42,7 +42,9 @@ def _podman_env() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def image() -> str:
     """`make image`; its last stdout line names the image."""
-    assert shutil.which("podman"), "podman is missing: apt-get install podman buildah runc mmdebstrap"
+    assert shutil.which("podman"), (
+        "podman is missing: apt-get install podman buildah runc mmdebstrap"
+    )
     result = subprocess.run(
         ["make", "-s", "image"],
         cwd=REPO_ROOT,
@@ -97,12 +99,16 @@ def test_migrate_against_postgres_on_loopback(image: str, postgres: EmbeddedPost
     url = postgres.url_for("image_migrate")
     assert asyncio.run(current_revision(url)) is None
 
-    first = podman("run", "--rm", "--network", "host", "-e", f"DIRIGENT_DATABASE_URL={url}", image, "migrate")
+    first = podman(
+        "run", "--rm", "--network", "host", "-e", f"DIRIGENT_DATABASE_URL={url}", image, "migrate"
+    )
     assert first.returncode == 0, first.stderr
     assert f"-> {head_revision()}" in first.stdout
     assert asyncio.run(current_revision(url)) == head_revision()
 
-    again = podman("run", "--rm", "--network", "host", "-e", f"DIRIGENT_DATABASE_URL={url}", image, "migrate")
+    again = podman(
+        "run", "--rm", "--network", "host", "-e", f"DIRIGENT_DATABASE_URL={url}", image, "migrate"
+    )
     assert again.returncode == 0, again.stderr
     assert "nothing to do" in again.stdout
 

@@ -57,12 +57,16 @@ OVERVIEW = Dashboard(
     panels=[
         Panel(
             "Runs finished by state",
-            {"{{state}}": f"sum by (state) (rate(dirigent_runs_finished_total{_SEL}[$__rate_interval]))"},
+            {
+                "{{state}}": f"sum by (state) (rate(dirigent_runs_finished_total{_SEL}[$__rate_interval]))"
+            },
             unit="ops",
         ),
         Panel(
             "Runs started by trigger",
-            {"{{trigger}}": f"sum by (trigger) (rate(dirigent_runs_started_total{_SEL}[$__rate_interval]))"},
+            {
+                "{{trigger}}": f"sum by (trigger) (rate(dirigent_runs_started_total{_SEL}[$__rate_interval]))"
+            },
             unit="ops",
         ),
         Panel(
@@ -113,14 +117,18 @@ PIPELINE = Dashboard(
     panels=[
         Panel(
             "Runs started by trigger",
-            {"{{pipeline}} {{trigger}}": "sum by (pipeline, trigger) "
-             f"(rate(dirigent_runs_started_total{_PSEL}[$__rate_interval]))"},
+            {
+                "{{pipeline}} {{trigger}}": "sum by (pipeline, trigger) "
+                f"(rate(dirigent_runs_started_total{_PSEL}[$__rate_interval]))"
+            },
             unit="ops",
         ),
         Panel(
             "Runs finished by state",
-            {"{{pipeline}} {{state}}": "sum by (pipeline, state) "
-             f"(rate(dirigent_runs_finished_total{_PSEL}[$__rate_interval]))"},
+            {
+                "{{pipeline}} {{state}}": "sum by (pipeline, state) "
+                f"(rate(dirigent_runs_finished_total{_PSEL}[$__rate_interval]))"
+            },
             unit="ops",
         ),
         Panel(
@@ -146,8 +154,10 @@ PIPELINE = Dashboard(
         ),
         Panel(
             "Attempts by block and outcome",
-            {"{{block}} {{outcome}}": "sum by (block, outcome) "
-             "(rate(dirigent_attempts_total[$__rate_interval]))"},
+            {
+                "{{block}} {{outcome}}": "sum by (block, outcome) "
+                "(rate(dirigent_attempts_total[$__rate_interval]))"
+            },
             unit="ops",
         ),
     ],
@@ -176,17 +186,23 @@ OPERATIONS = Dashboard(
         ),
         Panel(
             "Webhook deliveries",
-            {"{{result}}": "sum by (result) (rate(dirigent_webhook_deliveries_total[$__rate_interval]))"},
+            {
+                "{{result}}": "sum by (result) (rate(dirigent_webhook_deliveries_total[$__rate_interval]))"
+            },
             unit="ops",
         ),
         Panel(
             "Webhook refusals by reason",
-            {"{{reason}}": "sum by (reason) (rate(dirigent_webhook_refusals_total[$__rate_interval]))"},
+            {
+                "{{reason}}": "sum by (reason) (rate(dirigent_webhook_refusals_total[$__rate_interval]))"
+            },
             unit="ops",
         ),
         Panel(
             "Notifications by outcome",
-            {"{{outcome}}": "sum by (outcome) (rate(dirigent_notifications_total[$__rate_interval]))"},
+            {
+                "{{outcome}}": "sum by (outcome) (rate(dirigent_notifications_total[$__rate_interval]))"
+            },
             unit="ops",
         ),
         Panel(
@@ -196,8 +212,10 @@ OPERATIONS = Dashboard(
         ),
         Panel(
             "Operator reconciles by kind and result",
-            {"{{kind}} {{result}}": "sum by (kind, result) "
-             "(rate(dirigent_operator_reconciles_total[$__rate_interval]))"},
+            {
+                "{{kind}} {{result}}": "sum by (kind, result) "
+                "(rate(dirigent_operator_reconciles_total[$__rate_interval]))"
+            },
             unit="ops",
         ),
         Panel(
@@ -216,7 +234,11 @@ OPERATIONS = Dashboard(
         ),
         Panel(
             "API latency p95 by route",
-            {"{{method}} {{route}}": _q(0.95, "dirigent_api_request_duration_seconds", by="route, method")},
+            {
+                "{{method}} {{route}}": _q(
+                    0.95, "dirigent_api_request_duration_seconds", by="route, method"
+                )
+            },
             unit="s",
             width=24,
         ),

@@ -69,7 +69,9 @@ def _setting_type(info: FieldInfo) -> Any:
     """The type a person writes in values for one EngineSettings field."""
     annotation = info.annotation
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    base = args[0] if typing.get_origin(annotation) in (typing.Union, type(int | None)) else annotation
+    base = (
+        args[0] if typing.get_origin(annotation) in (typing.Union, type(int | None)) else annotation
+    )
     if typing.get_origin(base) is Literal:
         return base
     if typing.get_origin(base) is list:
@@ -158,7 +160,9 @@ class PrometheusRule(_Strict):
 
 
 class Metrics(_Strict):
-    port: int = _f(9464, "Port of every process's /metrics (DIRIGENT_METRICS_PORT).", ge=1, le=65535)
+    port: int = _f(
+        9464, "Port of every process's /metrics (DIRIGENT_METRICS_PORT).", ge=1, le=65535
+    )
     service_monitor: ServiceMonitor = _f(ServiceMonitor(), "ServiceMonitor.")
     prometheus_rule: PrometheusRule = _f(PrometheusRule(), "PrometheusRule.")
 
@@ -184,7 +188,9 @@ class Pod(_Strict):
     pod_annotations: dict[str, str] = _f({}, "Extra pod annotations.")
     pod_labels: dict[str, str] = _f({}, "Extra pod labels.")
     priority_class_name: str = _f("", "Priority class of the pods.")
-    extra_env: list[dict[str, Any]] = _f([], "Extra container env entries (name/value or valueFrom).")
+    extra_env: list[dict[str, Any]] = _f(
+        [], "Extra container env entries (name/value or valueFrom)."
+    )
 
 
 class ServiceAccount(_Strict):
@@ -205,7 +211,9 @@ class Peering(_Strict):
 
 
 class Admission(_Strict):
-    enabled: bool = _f(True, "Serve the validating admission webhook (kubectl apply refuses bad manifests).")
+    enabled: bool = _f(
+        True, "Serve the validating admission webhook (kubectl apply refuses bad manifests)."
+    )
     port: int = _f(9443, "Container port of the webhook server.", ge=1, le=65535)
     failure_policy: Literal["Fail", "Ignore"] = _f(
         "Ignore",
@@ -250,7 +258,9 @@ class Api(Pod):
 class Worker(Pod):
     enabled: bool = _f(True, "Run workers.")
     replicas: int = _f(2, "Replicas.", ge=0)
-    concurrency: int = _f(8, "Attempts one worker runs at once (DIRIGENT_WORKER_CONCURRENCY).", ge=1)
+    concurrency: int = _f(
+        8, "Attempts one worker runs at once (DIRIGENT_WORKER_CONCURRENCY).", ge=1
+    )
     tags: list[str] = _f([], "Capability tags steps can require (DIRIGENT_WORKER_TAGS).")
     execution_namespaces: list[str] = _f(
         [], "Namespaces where docker.run creates Jobs; empty means the release namespace."
@@ -327,4 +337,3 @@ class Values(_Strict):
         },
         "Container security context (restricted Pod Security Standard).",
     )
-

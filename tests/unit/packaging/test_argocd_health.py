@@ -31,7 +31,11 @@ def lua_literal(value: Any) -> str:
     if isinstance(value, list):
         return "{" + ", ".join(lua_literal(v) for v in value) + "}"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"[{lua_literal(k)}] = {lua_literal(v)}" for k, v in value.items()) + "}"
+        return (
+            "{"
+            + ", ".join(f"[{lua_literal(k)}] = {lua_literal(v)}" for k, v in value.items())
+            + "}"
+        )
     raise TypeError(type(value))
 
 
@@ -49,7 +53,9 @@ def health(obj: dict[str, Any], tmp_path: Path) -> tuple[str, str]:
     return status, message
 
 
-def _obj(kind: str, status: dict[str, Any] | None, generation: int = 3, **spec: Any) -> dict[str, Any]:
+def _obj(
+    kind: str, status: dict[str, Any] | None, generation: int = 3, **spec: Any
+) -> dict[str, Any]:
     obj: dict[str, Any] = {
         "apiVersion": "dirigent.dev/v1alpha1",
         "kind": kind,
@@ -79,7 +85,12 @@ CASES = [
         "Progressing",
         "generation 3",
     ),
-    ("ready", _obj("Pipeline", _ready("True", "Applied", "version 4 active")), "Healthy", "version 4"),
+    (
+        "ready",
+        _obj("Pipeline", _ready("True", "Applied", "version 4 active")),
+        "Healthy",
+        "version 4",
+    ),
     (
         "invalid edit",
         _obj("Pipeline", _ready("False", "Invalid", "steps.load.block: unknown block")),
@@ -92,10 +103,18 @@ CASES = [
         "Degraded",
         "PipelineNotFound",
     ),
-    ("ready unknown", _obj("Connection", _ready("Unknown", message="checking")), "Progressing", "checking"),
+    (
+        "ready unknown",
+        _obj("Connection", _ready("Unknown", message="checking")),
+        "Progressing",
+        "checking",
+    ),
     (
         "no Ready condition",
-        _obj("Webhook", {"observedGeneration": 3, "conditions": [{"type": "Other", "status": "True"}]}),
+        _obj(
+            "Webhook",
+            {"observedGeneration": 3, "conditions": [{"type": "Other", "status": "True"}]},
+        ),
         "Progressing",
         "Ready condition",
     ),
@@ -117,7 +136,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("obj", "want", "message"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("obj", "want", "message"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_health(obj: dict[str, Any], want: str, message: str, tmp_path: Path) -> None:
     status, got = health(obj, tmp_path)
     assert status == want, got
