@@ -86,11 +86,8 @@ def test_default_render_has_every_process_and_the_hook(helm: Helm) -> None:
     kinds = by_kind(helm.template())
     deployments = {d["metadata"]["name"]: d for d in kinds["Deployment"]}
     assert set(deployments) == {"dirigent-operator", "dirigent-api", "dirigent-worker"}
-    assert [_containers(d)[0]["args"][0] for d in deployments.values()] == [
-        "operator",
-        "api",
-        "worker",
-    ]
+    for component in ("operator", "api", "worker"):
+        assert _containers(deployments[f"dirigent-{component}"])[0]["args"] == [component]
     (job,) = kinds["Job"]
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
     assert _containers(job)[0]["args"] == ["migrate"]
