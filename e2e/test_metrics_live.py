@@ -34,14 +34,10 @@ from typing import Any
 import pytest
 import yaml
 
-from dirigent.engine.applying import apply_manifest
+from dirigent.engine import Engine, EngineSettings, RunRequest
 from dirigent.engine.manifests.loading import parse_manifest, read_text
-from dirigent.engine.plugins import discover
-from dirigent.engine.store import runs
 from dirigent.engine.store.database import create_database, upgrade_async
 from dirigent.engine.store.embedded import EmbeddedPostgres
-from dirigent.engine.store.pool import create_pool, in_transaction
-from dirigent.engine.store.versions import VersionCache
 from e2e.harness.binaries import REPO_ROOT
 from e2e.harness.processes import wait_until
 from hack.ship import alerts, dashboards
@@ -103,35 +99,19 @@ def _query(base: str, expr: str) -> dict[str, Any]:
 
 async def _prepare(url: str) -> None:
     await upgrade_async(url)
-    pool = await create_pool(url, max_size=2)
-    try:
-        catalog = discover()
+    async with Engine.open(EngineSettings(database_url=url), pool_size=2) as engine:
         for example in ("linear.yaml", "error-handler.yaml"):
             docs, _ = read_text((REPO_ROOT / "examples" / example).read_text())
             manifest, problems = parse_manifest(docs[0].data)
             assert manifest is not None, problems
-            await in_transaction(
-                pool,
-                lambda c, m=manifest: apply_manifest(c, m, namespace="default", catalog=catalog),
-            )
-    finally:
-        await pool.close()
+            await engine.apply(manifest, "default")
 
 
 async def _start_runs(url: str, good: int, bad: int) -> None:
-    pool = await create_pool(url, max_size=2)
-    versions = VersionCache()
-    try:
-        for pipeline, count in (("linear", good), ("error-handler", bad)):
-            for _ in range(count):
-                await in_transaction(
-                    pool,
-                    lambda c, p=pipeline: runs.create_run(
-                        c, runs.RunRequest("default", p), versions=versions
-                    ),
-                )
-    finally:
-        await pool.close()
+    async with Engine.open(EngineSettings(database_url=url), pool_size=2) as engine:
+        requests = [RunRequest("default", "linear") for _ in range(good)]
+        requests += [RunRequest("default", "error-handler") for _ in range(bad)]
+        await engine.start_runs(requests)
 
 
 class Stack:
