@@ -114,6 +114,32 @@ async def _start_runs(url: str, good: int, bad: int) -> None:
         await engine.start_runs(requests)
 
 
+def _wait_two_scrapes(api: str) -> None:
+    """Until every worker target has been scraped twice more (rate() needs two samples)."""
+    since = time.time()
+    expr = 'min(timestamp(up{job="dirigent-worker"}))'
+
+    def scraped_after(t: float) -> bool:
+        result = _query(api, expr)["data"]["result"]
+        return bool(result) and float(result[0]["value"][1]) > t
+
+    wait_until(lambda: scraped_after(since), what="a scrape of every worker", timeout=30)
+    again = time.time()
+    wait_until(lambda: scraped_after(again), what="a second scrape", timeout=30)
+
+
+def _rates_visible(api: str) -> bool:
+    expr = "sum by (pipeline, state) (rate(dirigent_runs_finished_total[1m]))"
+    try:
+        result = _query(api, expr)["data"]["result"]
+    except OSError:
+        return False
+    seen = {
+        (r["metric"]["pipeline"], r["metric"]["state"]) for r in result if float(r["value"][1]) > 0
+    }
+    return {("linear", "succeeded"), ("error-handler", "failed")} <= seen
+
+
 class Stack:
     def __init__(self, prometheus: str, worker_ports: list[int]) -> None:
         self.prometheus = prometheus
@@ -192,17 +218,18 @@ def stack() -> Iterator[Stack]:
                 return bool(result) and float(result[0]["value"][1]) == len(ports)
 
             wait_until(both_up, what="Prometheus scraping both workers", timeout=60)
-            # Two waves: a counter's first value is invisible to rate(), so the first runs
-            # create the series and the second wave is what the rates see.
-            asyncio.run(_start_runs(url, 1, 1))
-            wait_until(lambda: finished(2), what="the first wave scraped", timeout=120)
-            asyncio.run(_start_runs(url, GOOD - 1, BAD - 1))
-            wait_until(
-                lambda: finished(GOOD + BAD), what="every run settled and scraped", timeout=120
-            )
-            # rate() over 1m needs two samples after the last change: wait for them.
-            first = time.monotonic()
-            wait_until(lambda: time.monotonic() - first > 3, what="two more scrapes", timeout=10)
+            # Waves until the rates see both outcomes. A labelled counter is born on the
+            # worker that first settles such a run, and its first value is invisible to
+            # rate(); each worker's series count separately. So runs keep coming, a wave
+            # at a time, until each pipeline's finished-runs rate is non-zero.
+            done = 0
+            deadline = time.monotonic() + 180
+            while not _rates_visible(api):
+                assert time.monotonic() < deadline, "rates never saw both pipelines' runs"
+                asyncio.run(_start_runs(url, GOOD // 2, BAD // 2))
+                done += GOOD // 2 + BAD // 2
+                wait_until(lambda n=done: finished(n), what=f"{done} runs scraped", timeout=120)
+                _wait_two_scrapes(api)
             yield Stack(api, ports)
     finally:
         for p in procs:
