@@ -13,7 +13,9 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cache="${DIRIGENT_CACHE:-$HOME/.cache/dirigent}/image"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' "$repo/cli/pyproject.toml" | head -1)"
 image="${IMAGE:-localhost/dirigent:$version}"
-base_tag="localhost/dirigent/base:bookworm"
+# Not the real-node harness's localhost/dirigent/base:bookworm: the build stage needs
+# python3-venv as well.
+base_tag="localhost/dirigent/image-base:bookworm"
 log() { printf '[image %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # shellcheck source=podman-env.sh
@@ -26,7 +28,7 @@ done
 if [[ -z "${BASE_IMAGE:-}" ]]; then
   BASE_IMAGE="$base_tag"
   if ! podman image exists "$base_tag"; then
-    rootfs="$cache/base-bookworm.tar"
+    rootfs="$cache/image-base-bookworm.tar"
     if [[ ! -f "$rootfs" ]]; then
       # The host's own apt sources (no mirror named here); python3 and CA certificates only.
       sources="$(ls /etc/apt/sources.list.d/debian.sources 2>/dev/null || echo /etc/apt/sources.list)"

@@ -1,8 +1,10 @@
 # Sourced by hack/image/*.sh and read by the image tests: podman configuration kept under
 # the cache folder, so this machine's quirks never reach the Dockerfile or the host's
 # global configuration. runc (crun fails on this kernel's hybrid cgroups), cgroupfs, file
-# events, and default ulimits the sandbox can grant.
-_podman_cache="${DIRIGENT_CACHE:-$HOME/.cache/dirigent}/image"
+# events, and default ulimits the sandbox can grant. The same folder and settings as the
+# real-node harness (e2e/harness/images.py), so `make image` lands in the store it imports
+# images from.
+_podman_cache="${DIRIGENT_CACHE:-$HOME/.cache/dirigent}/podman"
 mkdir -p "$_podman_cache/storage" "$_podman_cache/run"
 cat >"$_podman_cache/containers.conf" <<CONF
 [containers]

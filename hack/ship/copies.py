@@ -23,7 +23,8 @@ SAMPLES = {  # sample file -> example it is copied from (one per kind)
     "dirigent_v1alpha1_webhook.yaml": "examples/webhook.yaml",
     "dirigent_v1alpha1_connection.yaml": "examples/connection.yaml",
 }
-NAME = "dirigent"  # kustomize's namePrefix adds nothing: names below are final
+NAME = "dirigent"  # no namePrefix in config/default: names below are final
+NAMESPACE = "dirigent-system"
 
 
 def _dump(*docs: object) -> str:
@@ -75,7 +76,7 @@ def _rbac_files() -> dict[str, str]:
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
-            "metadata": {"name": f"{NAME}-{c}", "namespace": "system"},
+            "metadata": {"name": f"{NAME}-{c}", "namespace": NAMESPACE},
         }
         for c in ("operator", "api", "worker")
     ]
@@ -89,22 +90,23 @@ def _rbac_files() -> dict[str, str]:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": kind,
             "metadata": {"name": f"{NAME}-{component}"}
-            | ({"namespace": "system"} if kind == "Role" else {}),
+            | ({"namespace": NAMESPACE} if kind == "Role" else {}),
             "rules": rbac.rules(component),
         }
         binding = {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": f"{kind}Binding",
             "metadata": {"name": f"{NAME}-{component}"}
-            | ({"namespace": "system"} if kind == "Role" else {}),
+            | ({"namespace": NAMESPACE} if kind == "Role" else {}),
             "roleRef": {
                 "apiGroup": "rbac.authorization.k8s.io",
                 "kind": kind,
                 "name": f"{NAME}-{component}",
             },
-            # "system" is a placeholder kustomize's `namespace:` replaces (kubebuilder's way).
+            # `kubectl apply -k config/rbac` works alone; an overlay's `namespace:` moves the
+            # ServiceAccounts and these subjects together.
             "subjects": [
-                {"kind": "ServiceAccount", "name": f"{NAME}-{component}", "namespace": "system"}
+                {"kind": "ServiceAccount", "name": f"{NAME}-{component}", "namespace": NAMESPACE}
             ],
         }
         files[f"config/rbac/{component}_role.yaml"] = head + _dump(role, binding)
@@ -114,7 +116,9 @@ def _rbac_files() -> dict[str, str]:
             "kind": "ClusterRole",
             "metadata": {
                 "name": f"{NAME}-{person}",
-                "labels": {f"rbac.authorization.k8s.io/aggregate-to-{aggregate}": "true"},
+                "labels": {
+                    f"rbac.authorization.k8s.io/aggregate-to-{a}": "true" for a in aggregate
+                },
             },
             "rules": rbac.rules(person),
         }

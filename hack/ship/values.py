@@ -62,6 +62,13 @@ _SETTING_DOCS: dict[str, str] = {
     "retention_runs": "Delete finished runs older than this (e.g. 30d); unset keeps them.",
     "retention_logs": "Delete run logs older than this (e.g. 7d); unset keeps them.",
     "log_format": "Log format: json (the image's default) or console.",
+    "scheduler_misfire_grace": "A slot missed by less than this still fires late; older "
+    "ones follow the schedule's misfire policy.",
+    "scheduler_tick": "How often the scheduler looks for due slots.",
+    "webhook_max_body": "Largest webhook request body accepted (bytes, or 1mb).",
+    "notification_max_attempts": "Deliveries of one notification before it fails for good.",
+    "notification_backoff": "Wait before a failed notification delivery is retried.",
+    "report_max_size": "Largest run report kept (bytes, or 256kb).",
 }
 
 
@@ -204,29 +211,19 @@ class Pdb(_Strict):
     max_unavailable: int = _f(1, "Pods of this component that may be evicted at once.", ge=0)
 
 
-class Peering(_Strict):
-    enabled: bool = _f(True, "kopf peering: one active operator, the others stand by.")
-    name: str = _f("dirigent", "Name of the ClusterKopfPeering object.")
-    install_crd: bool = _f(True, "Install kopf's peering CRDs (kopf.dev) when missing.")
-
-
 class Admission(_Strict):
     enabled: bool = _f(
         True, "Serve the validating admission webhook (kubectl apply refuses bad manifests)."
     )
     port: int = _f(9443, "Container port of the webhook server.", ge=1, le=65535)
-    failure_policy: Literal["Fail", "Ignore"] = _f(
-        "Ignore",
-        "When the operator is down: Ignore admits (the operator reports problems in status "
-        "later); Fail refuses every change to dirigent.dev objects.",
-    )
 
 
 class Operator(Pod):
     enabled: bool = _f(True, "Run the operator (kopf).")
-    replicas: int = _f(2, "Replicas; one is active at a time (peering), the others stand by.", ge=0)
+    replicas: int = _f(
+        2, "Replicas; one holds the leader Lease and reconciles, the others stand by.", ge=0
+    )
     watch_namespaces: list[str] = _f([], "Namespaces to watch; empty means all.")
-    peering: Peering = _f(Peering(), "Peering.")
     admission: Admission = _f(Admission(), "Admission webhook.")
     service_account: ServiceAccount = _f(ServiceAccount(), "ServiceAccount.")
     pdb: Pdb = _f(Pdb(), "PodDisruptionBudget.")
