@@ -1,13 +1,14 @@
 """Every dashboard panel and alert rule, evaluated by a real Prometheus scraping real
 dirigent processes through a workload that includes failures.
 
-Given an embedded PostgreSQL, two `dirigent worker` processes and a Prometheus (Debian's)
+Given an embedded PostgreSQL, two `dirigent worker` processes, a scheduler and a Prometheus (Debian's)
 on loopback scraping them every second, when runs that succeed and runs that fail have
 settled, then every PromQL expression of every dashboard panel returns data, every alert
 rule's expression evaluates, and every metric each references exists.
 
-Today only the worker runs as a process here; the operator's, API's, scheduler's, webhook
-intake's and notifier's metrics come from processes this test does not start yet. Their
+Two workers and a `dirigent scheduler` (firing a 1-second interval Schedule) run here; the
+operator's, API's, webhook intake's and notifier's metrics and runs started come from
+processes this test does not start yet. Their
 expressions are strict xfails naming the missing process: once those processes are
 started here and export their metrics, the xfail turns into a failure that asks for it
 to be removed.
@@ -46,8 +47,17 @@ pytestmark = pytest.mark.e2e
 
 GOOD, BAD = 6, 4  # runs of examples/linear.yaml and of examples/error-handler.yaml
 SUBSTITUTIONS = {"$__rate_interval": "1m", "$namespace": ".*", "$pipeline": ".*"}
-# Metrics of processes this test runs (`dirigent worker`).
+SCHEDULE = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Schedule
+metadata: {name: every-second}
+spec: {pipeline: linear, interval: 1s}
+"""
+# Metrics of processes this test runs (`dirigent worker`, `dirigent scheduler`).
 RUNNING = {
+    "dirigent_scheduler_firings_total",
+    "dirigent_scheduler_misfires_total",
+    "dirigent_scheduler_lag_seconds",
     "dirigent_attempts_total",
     "dirigent_attempt_duration_seconds",
     "dirigent_claim_latency_seconds",
@@ -61,7 +71,6 @@ OWNER = {  # the process that will export each other metric
     "dirigent_runs_started_total": "whatever creates runs (api / scheduler)",
     "dirigent_operator_": "dirigent operator",
     "dirigent_api_": "dirigent api",
-    "dirigent_scheduler_": "the scheduler in dirigent api",
     "dirigent_webhook_": "webhook intake in dirigent api",
     "dirigent_notifications_total": "the notifier in dirigent worker",
 }
@@ -100,8 +109,11 @@ def _query(base: str, expr: str) -> dict[str, Any]:
 async def _prepare(url: str) -> None:
     await upgrade_async(url)
     async with Engine.open(EngineSettings(database_url=url), pool_size=2) as engine:
-        for example in ("linear.yaml", "error-handler.yaml"):
-            docs, _ = read_text((REPO_ROOT / "examples" / example).read_text())
+        texts = [
+            (REPO_ROOT / "examples" / e).read_text() for e in ("linear.yaml", "error-handler.yaml")
+        ]
+        for text in [*texts, SCHEDULE]:
+            docs, _ = read_text(text)
             manifest, problems = parse_manifest(docs[0].data)
             assert manifest is not None, problems
             await engine.apply(manifest, "default")
@@ -137,7 +149,9 @@ def _rates_visible(api: str) -> bool:
     seen = {
         (r["metric"]["pipeline"], r["metric"]["state"]) for r in result if float(r["value"][1]) > 0
     }
-    return {("linear", "succeeded"), ("error-handler", "failed")} <= seen
+    fired = _query(api, 'sum(rate(dirigent_scheduler_firings_total{result="fired"}[1m]))')
+    firing = bool(fired["data"]["result"]) and float(fired["data"]["result"][0]["value"][1]) > 0
+    return firing and {("linear", "succeeded"), ("error-handler", "failed")} <= seen
 
 
 class Stack:
@@ -177,14 +191,34 @@ def stack() -> Iterator[Stack]:
                         stderr=log,
                     )
                 )
+            scheduler_port = _free_port()
+            env = {
+                **os.environ,
+                "DIRIGENT_DATABASE_URL": url,
+                "DIRIGENT_METRICS_PORT": str(scheduler_port),
+                "DIRIGENT_LOG_FORMAT": "json",
+            }
+            log = (base / "scheduler.log").open("wb")
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "dirigent.cli", "scheduler"],
+                    env=env,
+                    stdout=log,
+                    stderr=log,
+                )
+            )
             prom_port = _free_port()
             config = {
                 "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
                 "scrape_configs": [
                     {
+                        "job_name": "dirigent-scheduler",
+                        "static_configs": [{"targets": [f"127.0.0.1:{scheduler_port}"]}],
+                    },
+                    {
                         "job_name": "dirigent-worker",
                         "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in ports]}],
-                    }
+                    },
                 ],
             }
             (base / "prometheus.yml").write_text(yaml.safe_dump(config))
