@@ -34,6 +34,7 @@ lint:
 	$(UV) run lint-imports
 	$(UV) run dirigent crds --check
 	$(UV) run dirigent blocks docs --check
+	$(UV) run python -m hack.ship --check
 
 # Unit and integration tests (real embedded PostgreSQL).
 unit:
@@ -69,3 +70,16 @@ endif
 # Packages, the pause image and localhost/dirigent/base:bookworm (cached in ~/.cache/dirigent).
 real-node-images:
 	$(UV) run python -c 'from e2e.harness.realnode import prepare_real_node as p; print(*p(), sep="\n")'
+
+# --- packaging (issue 15): image, generated chart/config files ---
+.PHONY: image ship
+
+# The container image, built with podman (base from Debian packages, cached in
+# ~/.cache/dirigent/image; BASE_IMAGE=python:3.11-slim-bookworm where a registry answers).
+# Prints the image reference.
+image:
+	@bash hack/image/build.sh
+
+# Regenerate the chart's values/schema/reference, dashboards, alert rules, CRD and RBAC copies.
+ship:
+	$(UV) run python -m hack.ship
