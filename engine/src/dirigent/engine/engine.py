@@ -27,11 +27,13 @@ from typing import Any, Literal, TypeVar
 import asyncpg
 import structlog
 
+from dirigent.engine import planning
 from dirigent.engine.applying import Applied, apply_manifest
 from dirigent.engine.intake import HookAnswer, WebhookIntake
 from dirigent.engine.manifests.export import to_yaml
 from dirigent.engine.manifests.loading import Manifest, parse_manifest
 from dirigent.engine.manifests.pipeline import Pipeline
+from dirigent.engine.planning import PlanChanges
 from dirigent.engine.plugins import BlockEntry, Catalog, discover
 from dirigent.engine.problems import EngineUnavailable, Problem, ProblemsError, problem
 from dirigent.engine.runtime import cancelling
@@ -565,6 +567,21 @@ class Engine:
         doc = await self._read(lambda c: api_reads.version_document(c, namespace, name, version))
         return None if doc is None else to_yaml(doc)
 
+    async def pipeline_summary(self, namespace: str, name: str) -> PipelineSummary | None:
+        rows = await self._read(
+            lambda c: reads.pipeline_summaries(c, namespace, after=None, limit=1, only=name)
+        )
+        return rows[0] if rows else None
+
+    async def plan(self, manifest: Manifest, namespace: str) -> PlanChanges:
+        """What applying ``manifest`` would change against the stored current version."""
+        if not isinstance(manifest, Pipeline):
+            return PlanChanges()
+        record = await self.pipeline(namespace, manifest.metadata.name)
+        return planning.changes(
+            record.document if record else None, manifest, record.digest if record else None
+        )
+
     async def check_stored(self, namespace: str, name: str) -> list[Problem] | None:
         """Re-check the current version against today's catalog and connections."""
         doc = await self._read(lambda c: api_reads.version_document(c, namespace, name, None))
@@ -633,7 +650,7 @@ class Engine:
         return await self._read(lambda c: api_reads.run_status(c, namespace, run_id))
 
     async def run_end_cursor(self, namespace: str, run_id: int) -> str | None:
-        """The cursor of the event in which the run settled, once it has."""
+        """The cursor of the run's last event once the run has settled; None while in flight."""
         await self._require_run(namespace, run_id)
         found = await self._read(lambda c: api_reads.run_end_position(c, run_id))
         return None if found is None else encode_cursor(*found)

@@ -12,9 +12,10 @@ from typing import Any
 
 import asyncpg
 
+from dirigent.engine.store.tables import RUN_TERMINAL_STATUS
 from dirigent.engine.views import ArtifactView, ConnectionView, PipelineVersionView, WorkerView
 
-TERMINAL_RUN = ("succeeded", "completed_with_errors", "failed", "cancelled")
+TERMINAL_RUN = RUN_TERMINAL_STATUS
 
 
 async def pipeline_versions(
@@ -137,11 +138,16 @@ async def run_status(conn: asyncpg.Connection, namespace: str, run_id: int) -> s
 
 
 async def run_end_position(conn: asyncpg.Connection, run_id: int) -> tuple[int, int] | None:
-    """Where the event of the run reaching a terminal status sits in the event order."""
+    """Where the run's last event sits in the event order, once the run has settled.
+
+    None while the run is in flight. Read in one snapshot with the run's status: the
+    transaction that settled the run wrote its events, so they are all below this position.
+    """
     row = await conn.fetchrow(
-        """SELECT xid::text::bigint AS xid, id FROM engine_events
-           WHERE run_id = $1 AND entity = 'run' AND status = ANY($2::text[])
-           ORDER BY xid DESC, id DESC LIMIT 1""",
+        """SELECT e.xid::text::bigint AS xid, e.id FROM runs r
+           JOIN LATERAL (SELECT xid, id FROM engine_events WHERE run_id = r.id
+                         ORDER BY xid DESC, id DESC LIMIT 1) e ON true
+           WHERE r.id = $1 AND r.status = ANY($2::text[])""",
         run_id,
         list(TERMINAL_RUN),
     )

@@ -1,0 +1,71 @@
+"""API metrics: requests by route template, method and status; durations by route.
+
+Labelled by the route *template* (``/api/v1/namespaces/{namespace}/runs/{run_id}``), never
+the concrete path, so a million runs are still one series. The registry is the app's own
+and is served on its own port (``DIRIGENT_METRICS_PORT``), not by the API.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60, 600)
+
+
+class ApiMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.requests = Counter(
+            "dirigent_api_requests",
+            "API requests answered, by route template, method and status.",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "dirigent_api_request_duration_seconds",
+            "From a request arriving to its response finishing (a stream: its whole life).",
+            ["route", "method"],
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
+        """Serve /metrics on its own port, in a background thread."""
+        start_http_server(port, addr=addr, registry=self.registry)
+
+
+class MetricsMiddleware:
+    """Pure ASGI, so streaming responses pass through untouched."""
+
+    def __init__(self, app: ASGIApp, metrics: ApiMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def record(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record)
+        finally:
+            route = _template(scope)
+            method = scope["method"]
+            self.metrics.requests.labels(route, method, str(status)).inc()
+            self.metrics.duration.labels(route, method).observe(time.perf_counter() - started)
+
+
+def _template(scope: Scope) -> str:
+    # The router writes the matched route into the request's scope; nothing matched: 404/405.
+    return str(getattr(scope.get("route"), "path", "unmatched"))
