@@ -34,6 +34,7 @@ lint:
 	$(UV) run lint-imports
 	$(UV) run dirigent crds --check
 	$(UV) run dirigent blocks docs --check
+	$(UV) run dirigent openapi --check
 
 # Unit and integration tests (real embedded PostgreSQL).
 unit:

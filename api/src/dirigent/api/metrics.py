@@ -8,6 +8,7 @@ and is served on its own port (``DIRIGENT_METRICS_PORT``), not by the API.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -67,5 +68,32 @@ class MetricsMiddleware:
 
 
 def _template(scope: Scope) -> str:
-    # The router writes the matched route into the request's scope; nothing matched: 404/405.
-    return str(getattr(scope.get("route"), "path", "unmatched"))
+    """The matched route's full path template; "unmatched" for a 404 or 405 of routing.
+
+    The router puts the chosen route in the scope, but an included route knows only its path
+    relative to its router; the OpenAPI document knows every operation's full path by its
+    (explicit, unique) operationId.
+    """
+    route = scope.get("route")
+    if route is None:
+        return "unmatched"
+    operation = getattr(route, "operation_id", None)
+    app = scope.get("app")
+    if operation and app is not None:
+        full = _operation_paths(app).get(operation)
+        if full:
+            return full
+    return str(getattr(route, "path", "unmatched"))
+
+
+def _operation_paths(app: Any) -> dict[str, str]:
+    found: dict[str, str] | None = getattr(app.state, "operation_paths", None)
+    if found is None:
+        found = {
+            operation["operationId"]: path
+            for path, methods in app.openapi().get("paths", {}).items()
+            for operation in methods.values()
+            if "operationId" in operation
+        }
+        app.state.operation_paths = found
+    return found

@@ -639,7 +639,8 @@ class Engine:
 
     async def _content(self, inline: Any, uri: str | None) -> AsyncIterator[bytes]:
         if uri is None:
-            yield json.dumps(inline).encode() if not isinstance(inline, str) else inline.encode()
+            # The bytes the worker measured and hashed when it stored the value inline.
+            yield json.dumps(inline, sort_keys=True, separators=(",", ":")).encode()
             return
         data = await self.storage.read_bytes(uri)
         for start in range(0, len(data), 65536):
