@@ -94,5 +94,3 @@ async def no_leaked_tasks() -> AsyncIterator[None]:
         t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()
     ]
     assert not leaked, f"tasks left running: {leaked}"
-
-

@@ -38,7 +38,9 @@ async def test_apply_plans_without_writing_then_writes_then_is_unchanged(api: Ap
     again = await api.client.apply("default", doc(SIMPLE))
     assert again.action == "unchanged"
 
-    changed = doc(SIMPLE.replace("steps:", "steps:\n    second: {block: core.noop, dependsOn: [first]}"))
+    changed = doc(
+        SIMPLE.replace("steps:", "steps:\n    second: {block: core.noop, dependsOn: [first]}")
+    )
     changed_plan = await api.client.apply("default", changed, dry_run=True)
     assert changed_plan.action == "updated" and changed_plan.version == 2
     assert changed_plan.steps.added == ["second"] and changed_plan.previous_digest == plan.digest

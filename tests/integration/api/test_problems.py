@@ -14,7 +14,16 @@ def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str
     assert response.headers["content-type"] == "application/problem+json"
     body = response.json()
     assert body["status"] == status and body["code"] == code, body
-    assert set(body) == {"type", "title", "status", "detail", "code", "params", "problems", "instance"}
+    assert set(body) == {
+        "type",
+        "title",
+        "status",
+        "detail",
+        "code",
+        "params",
+        "problems",
+        "instance",
+    }
     assert body["instance"] == response.request.url.path
     return dict(body)
 

@@ -98,6 +98,11 @@ async def run_events(
     last_sent = loop.time()
     end = await _end_key(engine, namespace, run_id)
     try:
+        # Let the subscription's first batch arrive before the first log page is read, so a
+        # client that joins reads the run's transitions ahead of the lines they caused.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(settings.poll * 2):
+                pending.append(await queue.get())
         while True:
             events, pending = pending + _drain(queue), []
             page = await engine.logs(namespace, run_id, cursor=position.log_cursor, limit=LOG_PAGE)
