@@ -20,11 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import anyio
 from pydantic import BaseModel
 
 from dirigent.api.problems import ApiProblem
@@ -88,15 +89,16 @@ class Position:
 
 async def run_events(
     engine: Engine, namespace: str, run_id: int, start: Position, settings: StreamSettings
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """The ``$events`` frames of one run from ``start``; see the module docstring."""
-    queue: asyncio.Queue[EngineEvent] = asyncio.Queue()
-    pump = asyncio.create_task(_pump(engine, run_id, start.event_cursor, settings.poll, queue))
+    end = await _end_key(engine, namespace, run_id)
     position, pending = start, list[EngineEvent]()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.lifetime
     last_sent = loop.time()
-    end = await _end_key(engine, namespace, run_id)
+    queue: asyncio.Queue[EngineEvent] = asyncio.Queue()
+    # No await between creating the pump and entering the try: its finally must stop it.
+    pump = asyncio.create_task(_pump(engine, run_id, start.event_cursor, settings.poll, queue))
     try:
         # Let the subscription's first batch arrive before the first log page is read, so a
         # client that joins reads the run's transitions ahead of the lines they caused.
@@ -133,8 +135,10 @@ async def run_events(
                 last_sent = loop.time()
                 yield b": keepalive\n\n"
     finally:
+        # A client that left cancels the response's anyio scope, which would cancel this
+        # wait too; shielded, the subscription has really stopped when the stream ends.
         pump.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
+        with anyio.CancelScope(shield=True), contextlib.suppress(asyncio.CancelledError):
             await pump
 
 
@@ -144,7 +148,7 @@ async def follow_logs(
     run_id: int,
     cursor: str | None,
     settings: StreamSettings,
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """``$logs?follow=sse``: every line after ``cursor`` as it is written; ``end`` once settled."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.lifetime

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncGenerator
 from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from dirigent.api.auth import Principal, StreamBudget
 from dirigent.api.deps import (
@@ -214,20 +216,40 @@ async def _require_run(engine: Engine, namespace: str, run_id: int) -> None:
 
 
 def _stream(
-    streams: StreamBudget, principal: Principal, frames: AsyncIterator[bytes]
+    streams: StreamBudget, principal: Principal, frames: AsyncGenerator[bytes, None]
 ) -> StreamingResponse:
     """Count the stream against the principal's budget for as long as it is open."""
     streams.take(principal)
 
-    async def held() -> AsyncIterator[bytes]:
+    async def held() -> AsyncGenerator[bytes, None]:
         try:
-            async for chunk in frames:
-                yield chunk
+            async with contextlib.aclosing(frames):
+                async for chunk in frames:
+                    yield chunk
         finally:
             streams.give_back(principal)
 
-    return StreamingResponse(
-        held(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    return EventStream(held())
+
+
+class EventStream(StreamingResponse):
+    """A stream whose generator is closed when the response ends, however it ends.
+
+    A client that goes away leaves the generator suspended at a ``yield``; closing it here
+    runs its ``finally`` (stop the subscription, give the budget back) at once rather than
+    whenever the garbage collector gets to it.
+    """
+
+    def __init__(self, frames: AsyncGenerator[bytes, None]) -> None:
+        super().__init__(
+            frames,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+        self._frames = frames
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._frames.aclose()
