@@ -84,7 +84,8 @@ async def test_retry_of_a_failed_step_needs_a_key_and_happens_once(api: Api) -> 
     no_key = await api.client.http.post(
         f"/api/v1/namespaces/default/runs/{run.run_id}/$retry", json={"step": "second"}
     )
-    assert no_key.status_code == 428 and no_key.json()["code"] == "retry.idempotency_key.missing"
+    assert no_key.status_code == 422 and no_key.json()["code"] == "request.invalid"
+    assert no_key.json()["problems"][0]["location"] == "header.Idempotency-Key"
 
     failures = await api.client.failures("default", run.run_id)
     assert [f.step for f in failures] == ["second"]

@@ -126,6 +126,15 @@ IdempotencyKey = Annotated[
         description="Repeat a request with the same key and get the first answer back.",
     ),
 ]
+RequiredIdempotencyKey = Annotated[
+    str,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=200,
+        description="Required: a repeated request with the same key does not act twice.",
+    ),
+]
 LastEventId = Annotated[
     str | None,
     Header(alias="Last-Event-ID", max_length=512, description="Resume a stream after this id."),

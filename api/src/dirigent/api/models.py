@@ -46,6 +46,7 @@ __all__ = [
     "Health",
     "ItemView",
     "LogView",
+    "ManifestDocument",
     "Page",
     "PipelineDetail",
     "PipelineSummary",
@@ -131,6 +132,17 @@ class ApplyPlan(BaseModel):
     changed_fields: list[str] = Field(
         default_factory=list, description="Top-level spec fields other than steps that moved."
     )
+
+
+class ManifestDocument(BaseModel):
+    """A whole manifest as JSON: the envelope is checked here, the rest by the engine."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    api_version: Literal["dirigent.dev/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["Pipeline", "Schedule", "Webhook", "Connection"]
+    metadata: dict[str, Any]
+    spec: dict[str, Any]
 
 
 class RunRequestBody(_Body):

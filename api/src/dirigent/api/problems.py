@@ -176,12 +176,12 @@ def install(app: FastAPI) -> None:
 
 
 _DESCRIPTIONS = {
+    400: "The request body is not parseable.",
     401: "No valid bearer token.",
     403: "The principal may not do this.",
     404: "No such resource.",
     409: "The resource is in a state that refuses this.",
     422: "The request or its subject is invalid.",
-    428: "A required precondition header is missing.",
     429: "Too many open streams for this principal.",
     503: "The database or the cluster does not answer.",
 }
@@ -193,4 +193,4 @@ def documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 # The refusals every operation under /api/v1 may answer.
-PROBLEM_RESPONSES = documented(401, 403, 404, 422, 503)
+PROBLEM_RESPONSES = documented(400, 401, 403, 404, 422, 503)

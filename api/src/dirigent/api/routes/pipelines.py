@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Response
 from fastapi.responses import PlainTextResponse
@@ -21,6 +21,7 @@ from dirigent.api.deps import (
 )
 from dirigent.api.models import (
     ApplyPlan,
+    ManifestDocument,
     Page,
     PipelineDetail,
     PipelineSummary,
@@ -60,10 +61,10 @@ async def apply_manifest(
     engine: EngineDep,
     principal: CanApplyPipelines,
     namespace: Namespace,
-    document: Annotated[dict[str, Any], Body(description="The whole manifest, as JSON.")],
+    document: Annotated[ManifestDocument, Body(description="The whole manifest, as JSON.")],
     dry_run: Annotated[bool, Query(description="Plan only; nothing is written.")] = False,
 ) -> ApplyPlan:
-    manifest, problems = parse_manifest(document)
+    manifest, problems = parse_manifest(document.model_dump(mode="json", by_alias=True))
     if manifest is None:
         raise ProblemsError(problems)
     _check_applicable(manifest.kind, manifest.metadata.namespace, namespace)

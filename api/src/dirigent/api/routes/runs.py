@@ -19,11 +19,11 @@ from dirigent.api.deps import (
     CanListRuns,
     CanRetryRuns,
     EngineDep,
-    IdempotencyKey,
     LastEventId,
     Limit,
     Namespace,
     PipelineName,
+    RequiredIdempotencyKey,
     RunId,
     StepQuery,
     Streams,
@@ -42,7 +42,7 @@ from dirigent.api.models import (
     RunStatus,
     RunSummary,
 )
-from dirigent.api.problems import ApiProblem, documented, not_found
+from dirigent.api.problems import documented, not_found
 from dirigent.api.streams import Position, follow_logs, run_events
 from dirigent.engine import Engine, RunFilter
 from dirigent.engine.views import decode_cursor
@@ -136,7 +136,7 @@ async def cancel_run(
     operation_id="retryRun",
     summary="Retry a failed step, or exactly its failed items (Idempotency-Key required)",
     status_code=201,
-    responses=documented(409, 428),
+    responses=documented(409),
 )
 async def retry_run(
     engine: EngineDep,
@@ -144,14 +144,8 @@ async def retry_run(
     namespace: Namespace,
     run_id: RunId,
     body: RetryRequest,
-    idempotency_key: IdempotencyKey = None,
+    idempotency_key: RequiredIdempotencyKey,
 ) -> RetryReceipt:
-    if not idempotency_key:
-        raise ApiProblem(
-            428,
-            "retry.idempotency_key.missing",
-            "send an Idempotency-Key header, so a repeated request does not retry twice",
-        )
     done = await engine.retry(namespace, run_id, body.step, idempotency_key=idempotency_key)
     return RetryReceipt(
         run_id=run_id, step=body.step, attempt_ids=list(done.attempt_ids), created=done.created
