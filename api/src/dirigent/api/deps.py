@@ -7,11 +7,14 @@ once, for every route under ``/api/v1``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import Depends, Header, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BeforeValidator
 
 from dirigent.api.auth import Auth, Permission, Principal, StreamBudget
 from dirigent.api.problems import ApiProblem
@@ -135,6 +138,19 @@ RequiredIdempotencyKey = Annotated[
         description="Required: a repeated request with the same key does not act twice.",
     ),
 ]
+_ISO_8601 = re.compile(
+    r"^\d{4}-\d{2}-\d{2}([Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?)?$"
+)
+
+
+def _iso_8601(value: object) -> object:
+    # Pydantic would also read "0.5" as a Unix time; the document promises date-time text.
+    if isinstance(value, str) and not _ISO_8601.match(value):
+        raise ValueError("expected an RFC 3339 date-time such as 2026-01-31T12:00:00Z")
+    return value
+
+
+Timestamp = Annotated[datetime, BeforeValidator(_iso_8601)]
 LastEventId = Annotated[
     str | None,
     Header(alias="Last-Event-ID", max_length=512, description="Resume a stream after this id."),

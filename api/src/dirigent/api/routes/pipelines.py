@@ -31,7 +31,7 @@ from dirigent.api.models import (
     StepChanges,
     ValidationReport,
 )
-from dirigent.api.problems import documented, not_found
+from dirigent.api.problems import ApiProblem, documented, not_found
 from dirigent.engine import RunRequest
 from dirigent.engine.manifests.loading import parse_manifest
 from dirigent.engine.problems import ProblemsError, problem
@@ -88,6 +88,17 @@ async def apply_manifest(
             added=plan.steps_added, removed=plan.steps_removed, changed=plan.steps_changed
         ),
         changed_fields=plan.changed_fields,
+    )
+
+
+@router.api_route("/$apply", methods=["GET", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+async def apply_other_methods() -> None:
+    """Without this, GET /pipelines/$apply would be read as a pipeline named "$apply"."""
+    raise ApiProblem(
+        405,
+        "method.not_allowed",
+        "$apply takes POST with a manifest as its body",
+        headers={"Allow": "POST"},
     )
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator
-from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
@@ -27,6 +26,7 @@ from dirigent.api.deps import (
     RunId,
     StepQuery,
     Streams,
+    Timestamp,
 )
 from dirigent.api.models import (
     AttemptView,
@@ -61,8 +61,8 @@ async def list_runs(
     pipeline: Annotated[PipelineName | None, Query(max_length=63)] = None,
     status: RunStatus | None = None,
     trigger: TriggerKind | None = None,
-    created_after: datetime | None = None,
-    created_before: datetime | None = None,
+    created_after: Timestamp | None = None,
+    created_before: Timestamp | None = None,
     limit: Limit = 50,
     after: After = None,
 ) -> Page[RunSummary]:
