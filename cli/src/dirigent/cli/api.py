@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from dirigent.api.app import create_app
-from dirigent.api.auth import Auth, ClusterAuth, KubeAccess, StaticToken
+from dirigent.api.auth import Auth, ClusterAuth, KubeAccess, StaticToken, StreamBudget
 from dirigent.api.metrics import ApiMetrics
 from dirigent.api.openapi import render
 from dirigent.api.server import ApiServer
@@ -43,6 +43,9 @@ def command(
     stream_lifetime: Annotated[
         float, typer.Option(help="Seconds before an open stream ends with `expired`.")
     ] = 3600.0,
+    streams_per_principal: Annotated[
+        int, typer.Option(min=1, help="Event and log streams one principal may hold open.")
+    ] = 8,
 ) -> None:
     """Serve the REST API (and the embedded scheduler, when there is one)."""
     settings = EngineSettings()
@@ -54,8 +57,11 @@ def command(
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
     streams = StreamSettings(lifetime=stream_lifetime)
+    budget = StreamBudget(streams_per_principal)
     try:
-        asyncio.run(_serve(settings, checker, host, port, streams, scheduler=not no_scheduler))
+        asyncio.run(
+            _serve(settings, checker, host, port, streams, budget, scheduler=not no_scheduler)
+        )
     except EngineUnavailable as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(1) from None
@@ -83,6 +89,7 @@ async def _serve(
     host: str,
     port: int,
     streams: StreamSettings,
+    budget: StreamBudget,
     *,
     scheduler: bool,
 ) -> None:
@@ -90,7 +97,9 @@ async def _serve(
     if settings.metrics_port is not None:
         metrics.serve(settings.metrics_port)
     async with Engine.open(settings) as engine:
-        app = create_app(engine, auth=auth, metrics=metrics, stream_settings=streams)
+        app = create_app(
+            engine, auth=auth, metrics=metrics, streams=budget, stream_settings=streams
+        )
         server = ApiServer(app, host=host, port=port)
         clock = _scheduler(engine) if scheduler else None
         clock_task = asyncio.create_task(clock.run()) if clock is not None else None
