@@ -1,6 +1,6 @@
 """The REST API authenticates with the cluster and authorises by its RBAC.
 
-Given a real API server, the ClusterRoles of config/rbac/api_roles.yaml and a ``dirigent api
+Given a real API server, the ClusterRoles of config/rbac and a ``dirigent api
 --auth cluster`` process (its own credentials: the cluster's admin kubeconfig, standing in
 for a service account bound to dirigent-api-server): a service account bound to the viewer
 role lists but may not run; one bound to the editor role applies and runs; one with no role
@@ -30,7 +30,7 @@ from e2e.kubectl import Kubectl
 
 pytestmark = pytest.mark.e2e
 
-ROLES = REPO_ROOT / "config" / "rbac" / "api_roles.yaml"
+ROLES = REPO_ROOT / "config" / "rbac"
 PIPELINE = {
     "apiVersion": "dirigent.dev/v1alpha1",
     "kind": "Pipeline",
@@ -53,7 +53,7 @@ def database() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def api_url(cluster: Cluster, kubectl: Kubectl, database: str) -> Iterator[str]:
-    kubectl.run("apply", "-f", str(ROLES))
+    kubectl.run("apply", "-k", str(ROLES))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
@@ -106,12 +106,12 @@ def test_viewer_lists_but_cannot_run_editor_runs_nobody_is_forbidden(
     api_url: str, kubectl: Kubectl, namespace: str
 ) -> None:
     # Given three service accounts: an editor, a viewer and one without any role
-    editor = account(kubectl, namespace, "editor", "dirigent-api-editor")
+    editor = account(kubectl, namespace, "editor", "dirigent-editor")
     kubectl.run(
         "create", "rolebinding", "editor-view", "-n", namespace,
-        "--clusterrole=dirigent-api-viewer", f"--serviceaccount={namespace}:editor",
+        "--clusterrole=dirigent-viewer", f"--serviceaccount={namespace}:editor",
     )  # fmt: skip
-    viewer = account(kubectl, namespace, "viewer", "dirigent-api-viewer")
+    viewer = account(kubectl, namespace, "viewer", "dirigent-viewer")
     nobody = account(kubectl, namespace, "nobody", None)
     base = f"{api_url}/api/v1/namespaces/{namespace}"
     with httpx.Client(base_url=base, timeout=30) as http:

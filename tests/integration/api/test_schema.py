@@ -40,7 +40,9 @@ def _free_port() -> int:
 def _wait_ready(url: str, process: subprocess.Popen[bytes], deadline: float) -> None:
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"dirigent api exited: {process.stderr.read() if process.stderr else b''!r}")
+            raise RuntimeError(
+                f"dirigent api exited: {process.stderr.read() if process.stderr else b''!r}"
+            )
         try:
             if httpx.get(f"{url}/health/ready", timeout=1).status_code == 200:
                 return
@@ -51,7 +53,9 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], deadline: float) -> 
 
 
 @pytest.fixture(scope="module")
-def api_url(database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def api_url(
+    database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     db_url = database_factory.create()
     port = _free_port()
     env = {

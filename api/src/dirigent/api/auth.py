@@ -8,7 +8,7 @@ whether that principal holds the permission. Two implementations:
 - ``StaticToken``: one token for ``dirigent dev`` and tests; whoever holds it may do anything.
 - ``ClusterAuth``: the Kubernetes way. The token is checked with a TokenReview and the
   permission with a SubjectAccessReview, both answered by the API server, so RBAC bindings
-  (the viewer / editor / admin ClusterRoles in ``config/rbac/api_roles.yaml``) decide. Both
+  (the viewer / editor / admin ClusterRoles in ``config/rbac/``) decide. Both
   answers are cached for ``ttl`` seconds, keyed by the token's SHA-256 and by the
   (user, permission) pair, so a burst of requests costs the API server one review each.
 

@@ -567,12 +567,6 @@ class Engine:
         doc = await self._read(lambda c: api_reads.version_document(c, namespace, name, version))
         return None if doc is None else to_yaml(doc)
 
-    async def pipeline_summary(self, namespace: str, name: str) -> PipelineSummary | None:
-        rows = await self._read(
-            lambda c: reads.pipeline_summaries(c, namespace, after=None, limit=1, only=name)
-        )
-        return rows[0] if rows else None
-
     async def plan(self, manifest: Manifest, namespace: str) -> PlanChanges:
         """What applying ``manifest`` would change against the stored current version."""
         if not isinstance(manifest, Pipeline):
