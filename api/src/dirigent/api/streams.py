@@ -194,22 +194,18 @@ def _expired(run_id: int) -> dict[str, Any]:
 
 
 def _merged(events: list[EngineEvent], logs: list[LogView]) -> list[EngineEvent | LogView]:
+    """One cycle's frames by time, a transition ahead of a line of the same instant.
+
+    Each source then refills the slots the time sort gave it in its own order, so the
+    resume position of each source only ever moves forward within the stream.
+    """
     tagged: list[tuple[datetime, int, int, EngineEvent | LogView]] = [
         (e.at, 0, i, e) for i, e in enumerate(events)
     ]
     tagged += [(line.created_at, 1, i, line) for i, line in enumerate(logs)]
-    # Stable within a source: (time, source, index) never reorders a source's own sequence
-    # unless its own timestamps go backwards, which the per-source sort below forbids.
     tagged.sort(key=lambda t: (t[0], t[1], t[2]))
-    return _keep_source_order([t[3] for t in tagged], events, logs)
-
-
-def _keep_source_order(
-    merged: list[EngineEvent | LogView], events: list[EngineEvent], logs: list[LogView]
-) -> list[EngineEvent | LogView]:
-    """Re-seat each source's items in its own order inside the slots the time sort gave it."""
     ev, lg = iter(events), iter(logs)
-    return [next(ev) if isinstance(item, EngineEvent) else next(lg) for item in merged]
+    return [next(ev) if isinstance(t[3], EngineEvent) else next(lg) for t in tagged]
 
 
 async def _end_key(engine: Engine, namespace: str, run_id: int) -> tuple[int, int] | None:
