@@ -53,6 +53,7 @@ def database() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def api_url(cluster: Cluster, kubectl: Kubectl, database: str) -> Iterator[str]:
+    kubectl.run("create", "namespace", "dirigent-system", check=False)  # the operator's
     kubectl.run("apply", "-k", str(ROLES))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
