@@ -82,3 +82,22 @@ async def test_requests_are_counted_by_route_template(api: Api) -> None:
     assert sample("dirigent_api_requests_total", unmatched) == 1
     duration = {"route": labels["route"], "method": "GET"}
     assert sample("dirigent_api_request_duration_seconds_count", duration) == 3
+
+
+async def test_metrics_are_served_on_their_own_port(api: Api) -> None:
+    server = api.metrics.serve(0, addr="127.0.0.1")
+    try:
+        async with httpx.AsyncClient(base_url=api.url, headers=AUTH) as http:
+            await http.get("/api/v1/namespaces/default/pipelines")
+            assert (await http.get("/metrics")).status_code == 404  # not on the API's port
+        port = server.server_address[1]
+        async with httpx.AsyncClient() as http:
+            text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+    finally:
+        server.shutdown()
+        server.server_close()
+    wanted = (
+        'dirigent_api_requests_total{method="GET",'
+        'route="/api/v1/namespaces/{namespace}/pipelines",status="200"} 1.0'
+    )
+    assert wanted in text

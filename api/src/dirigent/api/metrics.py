@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -33,9 +34,10 @@ class ApiMetrics:
             registry=self.registry,
         )
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
-        """Serve /metrics on its own port, in a background thread."""
-        start_http_server(port, addr=addr, registry=self.registry)
+    def serve(self, port: int, addr: str = "0.0.0.0") -> WSGIServer:
+        """Serve /metrics on its own port, in a background thread; ``shutdown()`` stops it."""
+        server, _ = start_http_server(port, addr=addr, registry=self.registry)
+        return server
 
 
 class MetricsMiddleware:
