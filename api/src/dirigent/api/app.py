@@ -16,7 +16,17 @@ from dirigent.api.auth import Auth, StreamBudget
 from dirigent.api.metrics import ApiMetrics, MetricsMiddleware
 from dirigent.api.openapi import install_document
 from dirigent.api.problems import PROBLEM_RESPONSES
-from dirigent.api.routes import artifacts, catalog, connections, health, pipelines, runs, system
+from dirigent.api.routes import (
+    artifacts,
+    catalog,
+    connections,
+    health,
+    pipelines,
+    runs,
+    system,
+    triggers,
+)
+from dirigent.api.routes.hooks import hooks_router
 from dirigent.api.streams import StreamSettings
 from dirigent.engine import Engine
 
@@ -34,12 +44,12 @@ def assemble(extra_routers: Sequence[APIRouter] = ()) -> FastAPI:
     )
     problems.install(app)
     v1 = APIRouter(prefix=API_PREFIX, responses=PROBLEM_RESPONSES)
-    for resource in (pipelines, runs, artifacts, connections, catalog, system):
+    for resource in (pipelines, runs, artifacts, connections, triggers, catalog, system):
         v1.include_router(resource.router)
     app.include_router(v1)
     app.include_router(health.router)
-    # The webhook intake, POST /hooks/{token} (routes/hooks.py, the triggers helper's), mounts
-    # here: at the root, outside /api/v1, authenticated by its token rather than a principal.
+    # At the root, outside /api/v1: the webhook intake POST /hooks/{token} (routes/hooks.py),
+    # authenticated by its token rather than a principal, and any router a caller adds.
     for router in extra_routers:
         app.include_router(router)
     install_document(app)
@@ -56,7 +66,7 @@ def create_app(
     extra_routers: Sequence[APIRouter] = (),
 ) -> FastAPI:
     """The API on ``engine``; ``auth`` decides who may do what (StaticToken or ClusterAuth)."""
-    app = assemble(extra_routers)
+    app = assemble([hooks_router(engine), *extra_routers])
     app.state.engine = engine
     app.state.auth = auth
     app.state.metrics = metrics or ApiMetrics()

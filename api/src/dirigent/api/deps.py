@@ -97,6 +97,8 @@ CanCancelRuns = Annotated[Principal, Depends(allowed("update", "runs", "cancel")
 CanRetryRuns = Annotated[Principal, Depends(allowed("create", "runs", "retry"))]
 CanListConnections = Annotated[Principal, Depends(allowed("list", "connections"))]
 CanGetConnections = Annotated[Principal, Depends(allowed("get", "connections"))]
+CanGetSchedules = Annotated[Principal, Depends(allowed("get", "schedules"))]
+CanGetWebhooks = Annotated[Principal, Depends(allowed("get", "webhooks"))]
 CanListBlocks = Annotated[Principal, Depends(allowed("list", "blocks"))]
 CanListWorkers = Annotated[Principal, Depends(allowed("list", "workers"))]
 CanGetSystem = Annotated[Principal, Depends(allowed("get", "system"))]
@@ -109,6 +111,9 @@ PipelineName = Annotated[
 ]
 ConnectionName = Annotated[
     str, Path(min_length=1, max_length=63, pattern=ENTITY_NAME, description="A connection.")
+]
+TriggerName = Annotated[
+    str, Path(min_length=1, max_length=63, pattern=ENTITY_NAME, description="A trigger.")
 ]
 RunId = Annotated[int, Path(ge=1, le=2**63 - 1, description="A run's id.")]
 ArtifactId = Annotated[int, Path(ge=1, le=2**63 - 1, description="An artifact's id.")]

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dirigent.engine.problems import Problem
+from dirigent.engine.trigger_views import DeliveryView, FiringView, ScheduleView, WebhookView
 from dirigent.engine.views import (
     ArtifactView,
     AttemptView,
@@ -41,8 +42,10 @@ __all__ = [
     "CancelReceipt",
     "CancelRequest",
     "ConnectionView",
+    "DeliveryView",
     "EngineEvent",
     "FailureView",
+    "FiringView",
     "Health",
     "ItemView",
     "LogView",
@@ -60,9 +63,11 @@ __all__ = [
     "RunRequestBody",
     "RunStatus",
     "RunSummary",
+    "ScheduleView",
     "StepDetail",
     "SystemInfo",
     "ValidationReport",
+    "WebhookView",
     "WorkerView",
 ]
 

@@ -3,8 +3,10 @@
 The API authenticates with one static token (``--auth static``, the token read from
 ``DIRIGENT_API_TOKEN``: never a command-line argument, which ``ps`` would show) or with the
 cluster (``--auth cluster``: TokenReview and SubjectAccessReview, in-cluster credentials or
-``--kubeconfig``). Metrics are served on their own port (``DIRIGENT_METRICS_PORT``). When the
-engine offers a scheduler (``Engine.scheduler``), it runs embedded unless ``--no-scheduler``.
+``--kubeconfig``). Metrics are served on their own port (``DIRIGENT_METRICS_PORT``). The
+scheduler (``Engine.scheduler``) runs embedded unless ``--no-scheduler`` (then run
+``dirigent scheduler`` on its own); it fires only while it holds the scheduler lock, so
+several API replicas never double-fire.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import contextlib
 import difflib
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -101,23 +103,17 @@ async def _serve(
             engine, auth=auth, metrics=metrics, streams=budget, stream_settings=streams
         )
         server = ApiServer(app, host=host, port=port)
-        clock = _scheduler(engine) if scheduler else None
+        clock = engine.scheduler() if scheduler else None
         clock_task = asyncio.create_task(clock.run()) if clock is not None else None
         try:
             await server.start()
             await server.wait()
         finally:
-            if clock is not None and clock_task is not None:
+            if clock is not None and clock_task is not None:  # stop the clock, then wait
                 clock.stop()
                 await clock_task
             if isinstance(auth, ClusterAuth):
                 await auth.aclose()
-
-
-def _scheduler(engine: Engine) -> Any:
-    # Engine.scheduler arrives with the triggers work (issue 14); until then there is none.
-    factory = getattr(engine, "scheduler", None)
-    return factory() if callable(factory) else None
 
 
 def openapi(
