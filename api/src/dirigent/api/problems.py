@@ -82,6 +82,7 @@ def problem_response(
     params: dict[str, Any] | None = None,
     problems: list[Problem] | None = None,
     headers: Mapping[str, str] | None = None,
+    instance: str | None = None,
 ) -> JSONResponse:
     body = ProblemDocument(
         title=HTTPStatus(status).phrase,
@@ -90,7 +91,7 @@ def problem_response(
         code=code,
         params=params or {},
         problems=problems or [],
-        instance=request.url.path,
+        instance=instance or request.url.path,
     )
     return JSONResponse(
         body.model_dump(mode="json"), status_code=status, media_type=PROBLEM_JSON, headers=headers
@@ -181,6 +182,7 @@ _DESCRIPTIONS = {
     403: "The principal may not do this.",
     404: "No such resource.",
     409: "The resource is in a state that refuses this.",
+    413: "The body is larger than this endpoint takes.",
     422: "The request or its subject is invalid.",
     429: "Too many open streams for this principal.",
     503: "The database or the cluster does not answer.",
