@@ -1,7 +1,9 @@
 """Serving the app with uvicorn inside an event loop we own (the CLI, tests, benches).
 
 ``ApiServer`` starts uvicorn as a task, reports the port it actually bound (port 0 picks a
-free one) once it accepts connections, and stops it gracefully.
+free one) once it accepts connections, and stops it gracefully. Signals are not uvicorn's
+business here: the process (``dirigent.cli.process``) owns SIGTERM and SIGINT and calls
+``stop``; a test's loop keeps its own handlers.
 """
 
 from __future__ import annotations
@@ -12,6 +14,11 @@ from collections.abc import AsyncIterator
 
 import uvicorn
 from fastapi import FastAPI
+
+
+class _Server(uvicorn.Server):
+    def capture_signals(self) -> contextlib.AbstractContextManager[None]:  # type: ignore[override]
+        return contextlib.nullcontext()
 
 
 class ApiServer:
@@ -25,7 +32,7 @@ class ApiServer:
             lifespan="off",
             timeout_graceful_shutdown=5,
         )
-        self.server = uvicorn.Server(config)
+        self.server = _Server(config)
         self.host = host
         self._task: asyncio.Task[None] | None = None
 
