@@ -1,9 +1,11 @@
 """``dirigent api``: serve the REST API, and ``dirigent openapi``: its document, or its drift.
 
-The API authenticates with one static token (``--auth static``, the token read from
-``DIRIGENT_API_TOKEN``: never a command-line argument, which ``ps`` would show) or with the
-cluster (``--auth cluster``: TokenReview and SubjectAccessReview, in-cluster credentials or
-``--kubeconfig``). Metrics are served on their own port (``DIRIGENT_METRICS_PORT``). The
+Started through ``process`` like every entry point (settings from the environment, JSON logs
+off a terminal, SIGTERM and SIGINT stop it gracefully, an unreachable or unmigrated database
+is one line). The API authenticates with one static token (``--auth static``, the token read
+from ``DIRIGENT_API_TOKEN``: never a command-line argument, which ``ps`` would show) or with
+the cluster (``--auth cluster``: TokenReview and SubjectAccessReview, in-cluster credentials
+or ``--kubeconfig``). Metrics are served on their own port (``DIRIGENT_METRICS_PORT``). The
 scheduler (``Engine.scheduler``) runs embedded unless ``--no-scheduler`` (then run
 ``dirigent scheduler`` on its own); it fires only while it holds the scheduler lock, so
 several API replicas never double-fire.
@@ -12,9 +14,9 @@ several API replicas never double-fire.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import difflib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -26,10 +28,20 @@ from dirigent.api.metrics import ApiMetrics
 from dirigent.api.openapi import render
 from dirigent.api.server import ApiServer
 from dirigent.api.streams import StreamSettings
-from dirigent.engine import Engine, EngineSettings, EngineUnavailable
-from dirigent.engine.logconfig import configure_logging
+from dirigent.cli import process
+from dirigent.engine import Engine, EngineSettings
 
 OPENAPI_PATH = Path("docs/openapi.json")
+
+
+@dataclass(frozen=True)
+class _Options:
+    auth: Auth
+    host: str
+    port: int
+    streams: StreamSettings
+    budget: StreamBudget
+    scheduler: bool
 
 
 def command(
@@ -48,25 +60,30 @@ def command(
     streams_per_principal: Annotated[
         int, typer.Option(min=1, help="Event and log streams one principal may hold open.")
     ] = 8,
+    log_format: process.LogFormatOption = process.LogFormat.AUTO,
 ) -> None:
-    """Serve the REST API (and the embedded scheduler, when there is one)."""
-    settings = EngineSettings()
-    configure_logging(settings.log_format)
+    """Serve the REST API (and the embedded scheduler, unless --no-scheduler)."""
+    settings = process.load_settings()
+    process.configure_logs(settings, log_format)
+    if not settings.database_url:
+        process.fail("DIRIGENT_DATABASE_URL is not set", process.EXIT_USAGE)
     try:
-        settings.require_database_url()
         checker = _auth(auth, kubeconfig)
     except (ValueError, KeyError, OSError) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
-    streams = StreamSettings(lifetime=stream_lifetime)
-    budget = StreamBudget(streams_per_principal)
-    try:
-        asyncio.run(
-            _serve(settings, checker, host, port, streams, budget, scheduler=not no_scheduler)
-        )
-    except EngineUnavailable as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(1) from None
+        process.fail(str(err), process.EXIT_USAGE)
+    options = _Options(
+        checker,
+        host,
+        port,
+        StreamSettings(lifetime=stream_lifetime),
+        StreamBudget(streams_per_principal),
+        scheduler=not no_scheduler,
+    )
+
+    async def service(settings: EngineSettings, stop: asyncio.Event) -> None:
+        await _serve(settings, stop, options)
+
+    process.serve(service, settings)
 
 
 def _auth(mode: str, kubeconfig: Path | None) -> Auth:
@@ -85,35 +102,31 @@ def _auth(mode: str, kubeconfig: Path | None) -> Auth:
     raise ValueError(f"--auth must be static or cluster, not {mode!r}")
 
 
-async def _serve(
-    settings: EngineSettings,
-    auth: Auth,
-    host: str,
-    port: int,
-    streams: StreamSettings,
-    budget: StreamBudget,
-    *,
-    scheduler: bool,
-) -> None:
+async def _serve(settings: EngineSettings, stop: asyncio.Event, options: _Options) -> None:
     metrics = ApiMetrics()
     if settings.metrics_port is not None:
         metrics.serve(settings.metrics_port)
     async with Engine.open(settings) as engine:
         app = create_app(
-            engine, auth=auth, metrics=metrics, streams=budget, stream_settings=streams
+            engine,
+            auth=options.auth,
+            metrics=metrics,
+            streams=options.budget,
+            stream_settings=options.streams,
         )
-        server = ApiServer(app, host=host, port=port)
-        clock = engine.scheduler() if scheduler else None
-        clock_task = asyncio.create_task(clock.run()) if clock is not None else None
+        server = ApiServer(app, host=options.host, port=options.port)
+        clock = engine.scheduler() if options.scheduler else None
+        ticking = asyncio.create_task(clock.run()) if clock is not None else None
         try:
             await server.start()
-            await server.wait()
+            await stop.wait()
         finally:
-            if clock is not None and clock_task is not None:  # stop the clock, then wait
+            await server.stop()
+            if clock is not None and ticking is not None:
                 clock.stop()
-                await clock_task
-            if isinstance(auth, ClusterAuth):
-                await auth.aclose()
+                await ticking
+            if isinstance(options.auth, ClusterAuth):
+                await options.auth.aclose()
 
 
 def openapi(
@@ -133,11 +146,9 @@ def openapi(
                 n=1,
             )
             typer.echo("".join(list(diff)[:200]), err=True)
-            typer.echo(f"{out} is stale: run `dirigent openapi`", err=True)
-            raise typer.Exit(1)
+            process.fail(f"{out} is stale: run `dirigent openapi`")
         return
-    with contextlib.suppress(FileExistsError):
-        out.parent.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     if have != wanted:
         out.write_text(wanted, encoding="utf-8")
         typer.echo(f"wrote {out}")
