@@ -35,6 +35,7 @@ lint:
 	$(UV) run dirigent crds --check
 	$(UV) run dirigent blocks docs --check
 	$(UV) run python -m hack.ship --check
+	$(UV) run dirigent openapi --check
 
 # Unit and integration tests (real embedded PostgreSQL).
 unit:

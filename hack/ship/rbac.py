@@ -68,10 +68,13 @@ ROLES: dict[str, list[Rule]] = {
     "viewer": [
         _rule([GROUP], KINDS, READ),
         _rule([GROUP], ["runs"], ["get", "list"]),
+        # The REST API's cluster-wide reads: the block catalog, the workers registry, system info.
+        _rule([GROUP], ["blocks", "workers"], ["list"]),
+        _rule([GROUP], ["system"], ["get"]),
     ],
     "editor": [
         _rule([GROUP], KINDS, ["create", "update", "patch", "delete"]),
-        _rule([GROUP], ["pipelines/run"], ["create"]),
+        _rule([GROUP], ["pipelines/run", "pipelines/apply"], ["create"]),
         _rule([GROUP], ["runs/cancel"], ["update"]),
         _rule([GROUP], ["runs/retry"], ["create"]),
     ],

@@ -147,7 +147,7 @@ async def test_every_refusal_path_is_answered_and_recorded(
     unmapped = await post(plain, json.dumps({"order": {"id": "x"}}).encode())
     assert (unmapped.status_code, unmapped.json()["code"]) == (422, "webhook.params.invalid")
     absent = await post(plain, b"{}")
-    assert absent.status_code == 422 and "order" in absent.json()["message"]
+    assert absent.status_code == 422 and "order" in absent.json()["detail"]
     busy = await post(plain, good)  # concurrency Skip: the accepted run is in flight
     assert (busy.status_code, busy.json()["code"]) == (409, "run.concurrency.skipped")
 

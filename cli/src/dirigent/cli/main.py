@@ -7,7 +7,18 @@ from typing import Annotated
 
 import typer
 
-from dirigent.cli import blocks, crds, dev, migrate, operator, run, scheduler, validate, worker
+from dirigent.cli import (
+    api,
+    blocks,
+    crds,
+    dev,
+    migrate,
+    operator,
+    run,
+    scheduler,
+    validate,
+    worker,
+)
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="dirigent: pipelines on Kubernetes."
@@ -44,6 +55,8 @@ app.add_typer(blocks.app, name="blocks")
 app.command("operator")(operator.command)
 app.command("scheduler")(scheduler.command)
 app.command("dev")(dev.command)
+app.command("api")(api.command)
+app.command("openapi")(api.openapi)
 
 
 def main() -> None:

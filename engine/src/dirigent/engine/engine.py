@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import importlib.metadata
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,26 +26,38 @@ from typing import Any, Literal, TypeVar
 
 import structlog
 
+from dirigent.engine import planning
 from dirigent.engine.applying import Applied, apply_manifest
 from dirigent.engine.intake import HookAnswer, WebhookIntake
-from dirigent.engine.manifests.loading import Manifest
-from dirigent.engine.plugins import Catalog, discover
-from dirigent.engine.problems import EngineUnavailable, ProblemsError, problem
+from dirigent.engine.manifests.export import to_yaml
+from dirigent.engine.manifests.loading import Manifest, parse_manifest
+from dirigent.engine.manifests.pipeline import Pipeline
+from dirigent.engine.planning import PlanChanges
+from dirigent.engine.plugins import BlockEntry, Catalog, discover
+from dirigent.engine.problems import EngineUnavailable, Problem, ProblemsError, problem
 from dirigent.engine.runtime import cancelling
 from dirigent.engine.runtime.process import worker_config
 from dirigent.engine.runtime.scheduling import Scheduler, SchedulerConfig
 from dirigent.engine.runtime.worker import Worker
 from dirigent.engine.settings import EngineSettings
 from dirigent.engine.storage import FileStorage
+from dirigent.engine.store import (
+    api_reads,
+    definitions,
+    events,
+    reads,
+    retrying,
+    runs,
+    trigger_reads,
+)
 from dirigent.engine.store import backfill as backfill_store
 from dirigent.engine.store import connections as connections_store
-from dirigent.engine.store import definitions, events, reads, retrying, runs, trigger_reads
 from dirigent.engine.store import schedules as schedules_store
 from dirigent.engine.store import webhooks as webhooks_store
 from dirigent.engine.store.crypto import SecretSealer
-from dirigent.engine.store.database import require_head
+from dirigent.engine.store.database import current_revision, require_head
 from dirigent.engine.store.definitions import PipelineRecord
-from dirigent.engine.store.pool import Connection, Database, asyncpg_dsn
+from dirigent.engine.store.pool import DATABASE_ERRORS, Connection, Database, asyncpg_dsn
 from dirigent.engine.store.reads import RunFilter
 from dirigent.engine.store.retrying import ManualRetry
 from dirigent.engine.store.runs import RunCreated, RunRequest
@@ -56,16 +70,24 @@ from dirigent.engine.trigger_views import (
     ScheduleView,
     WebhookView,
 )
+from dirigent.engine.validation.catalog import check_against_catalog
+from dirigent.engine.validation.pipelines import check_pipeline
 from dirigent.engine.views import (
+    ArtifactView,
     AttemptView,
+    BlockView,
+    ConnectionView,
     EngineEvent,
     FailureView,
     ItemView,
     LogView,
     Page,
     PipelineSummary,
+    PipelineVersionView,
     RunDetail,
     RunSummary,
+    SystemInfo,
+    WorkerView,
     decode_cursor,
     encode_cursor,
 )
@@ -85,6 +107,7 @@ log = structlog.get_logger("dirigent.engine")
 T = TypeVar("T")
 DeletionPolicy = Literal["Retain", "Delete"]
 MAX_PAGE = 1000
+_UNANSWERED: tuple[type[Exception], ...] = (TimeoutError, *DATABASE_ERRORS)
 
 
 @dataclass(frozen=True)
@@ -525,6 +548,132 @@ class Engine:
         await self._require_run(namespace, run_id)
         return await self._read(lambda c: trigger_reads.report(c, run_id))
 
+    # --- REST API reads (issue 12) ---------------------------------------------------
+
+    async def pipeline_versions(
+        self, namespace: str, name: str, *, cursor: str | None = None, limit: int = 100
+    ) -> Page[PipelineVersionView] | None:
+        """A pipeline's versions, newest first; None when there is no such pipeline."""
+        before = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        rows = await self._read(
+            lambda c: api_reads.pipeline_versions(
+                c, namespace, name, before=before, limit=_limit(limit)
+            )
+        )
+        return None if rows is None else _page(rows, limit, lambda r: (r.number,))
+
+    async def export(self, namespace: str, name: str, version: int | None = None) -> str | None:
+        """The canonical YAML of a stored version (the current one by default)."""
+        doc = await self._read(lambda c: api_reads.version_document(c, namespace, name, version))
+        return None if doc is None else to_yaml(doc)
+
+    async def plan(self, manifest: Manifest, namespace: str) -> PlanChanges:
+        """What applying ``manifest`` would change against the stored current version."""
+        if not isinstance(manifest, Pipeline):
+            return PlanChanges()
+        record = await self.pipeline(namespace, manifest.metadata.name)
+        return planning.changes(
+            record.document if record else None, manifest, record.digest if record else None
+        )
+
+    async def check_stored(self, namespace: str, name: str) -> list[Problem] | None:
+        """Re-check the current version against today's catalog and connections."""
+        doc = await self._read(lambda c: api_reads.version_document(c, namespace, name, None))
+        if doc is None:
+            return None
+        manifest, problems = parse_manifest(doc)
+        if not isinstance(manifest, Pipeline):
+            return problems
+        names = await self._read(lambda c: connections_store.connection_names(c, namespace))
+        return check_pipeline(manifest) + check_against_catalog(
+            manifest, self.catalog, connections=names, enabled_unsafe=self.enabled_unsafe
+        )
+
+    async def connections(
+        self, namespace: str, *, cursor: str | None = None, limit: int = 100
+    ) -> Page[ConnectionView]:
+        """Connections by name, secrets redacted to their field names."""
+        after = decode_cursor(cursor, 1)[0] if cursor else None
+        rows = await self._read(
+            lambda c: api_reads.connections(c, namespace, after=after, limit=_limit(limit))
+        )
+        return _page(rows, limit, lambda r: (r.name,))
+
+    async def connection(self, namespace: str, name: str) -> ConnectionView | None:
+        return await self._read(lambda c: api_reads.connection(c, namespace, name))
+
+    async def workers(self, *, cursor: str | None = None, limit: int = 100) -> Page[WorkerView]:
+        after = decode_cursor(cursor, 1)[0] if cursor else None
+        rows = await self._read(lambda c: api_reads.workers(c, after=after, limit=_limit(limit)))
+        return _page(rows, limit, lambda r: (r.id,))
+
+    def blocks(self) -> list[BlockView]:
+        """The installed blocks with their published schemas (bounded by the code, not paged)."""
+        return [_block_view(e) for key, e in sorted(self.catalog.blocks.items()) if key == e.id]
+
+    async def artifacts(
+        self, namespace: str, run_id: int, *, cursor: str | None = None, limit: int = 100
+    ) -> Page[ArtifactView]:
+        await self._require_run(namespace, run_id)
+        after = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        rows = await self._read(
+            lambda c: api_reads.artifacts(c, run_id, after=after, limit=_limit(limit))
+        )
+        return _page(rows, limit, lambda r: (r.id,))
+
+    async def artifact(
+        self, namespace: str, run_id: int, artifact_id: int
+    ) -> tuple[ArtifactView, AsyncIterator[bytes]] | None:
+        """An artifact's metadata and its content as chunks (inline JSON, or from storage)."""
+        found = await self._read(lambda c: api_reads.artifact(c, namespace, run_id, artifact_id))
+        if found is None:
+            return None
+        view, inline, uri = found
+        return view, self._content(inline, uri)
+
+    async def _content(self, inline: Any, uri: str | None) -> AsyncIterator[bytes]:
+        if uri is None:
+            # The bytes the worker measured and hashed when it stored the value inline.
+            yield json.dumps(inline, sort_keys=True, separators=(",", ":")).encode()
+            return
+        data = await self.storage.read_bytes(uri)
+        for start in range(0, len(data), 65536):
+            yield data[start : start + 65536]
+
+    async def run_status(self, namespace: str, run_id: int) -> str | None:
+        """A run's status alone: what a stream checks each cycle, one indexed row."""
+        return await self._read(lambda c: api_reads.run_status(c, namespace, run_id))
+
+    async def run_end_cursor(self, namespace: str, run_id: int) -> str | None:
+        """The cursor of the run's last event once the run has settled; None while in flight."""
+        await self._require_run(namespace, run_id)
+        found = await self._read(lambda c: api_reads.run_end_position(c, run_id))
+        return None if found is None else encode_cursor(*found)
+
+    @staticmethod
+    def beginning() -> str:
+        """A subscription cursor before every event: replays a run's story from its start."""
+        return encode_cursor(0, 0)
+
+    async def ready(self) -> None:
+        """Raise EngineUnavailable unless the database answers a query now."""
+        try:
+            await asyncio.wait_for(self._read(api_reads.ping), 5)
+        except _UNANSWERED as err:
+            raise EngineUnavailable(f"the database does not answer: {err}") from None
+
+    async def system_info(self) -> SystemInfo:
+        revision = await current_revision(self.url)
+        return SystemInfo(
+            version=_version(),
+            schema_revision=revision,
+            plugins=list(self.catalog.plugins),
+            blocks=len(self.blocks()),
+            connection_kinds=sorted(self.catalog.connection_kinds),
+            notifiers=sorted(self.catalog.notifiers),
+            enabled_unsafe_blocks=sorted(self.enabled_unsafe),
+        )
+
 
 class _Planned(Exception):
     """Raised inside a dry-run backfill so that no run it created is kept."""
@@ -558,3 +707,25 @@ def _limit(limit: int) -> int:
 def _page(rows: list[T], limit: int, key: Callable[[T], tuple[Any, ...]]) -> Page[T]:
     more = len(rows) == limit and rows
     return Page(items=rows, next=encode_cursor(*key(rows[-1])) if more else None)
+
+
+def _block_view(entry: BlockEntry) -> BlockView:
+    spec = entry.block.spec
+    return BlockView(
+        id=entry.id,
+        kind=entry.kind,
+        plugin=entry.plugin,
+        group=spec.group,
+        summary=spec.summary,
+        description=spec.description,
+        local_execution=entry.local_execution,
+        config_schema=entry.config_schema,
+        output_schema=entry.output_schema,
+    )
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("dirigent-engine")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"

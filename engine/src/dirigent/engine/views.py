@@ -20,7 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from dirigent.engine.problems import ProblemsError, problem
 
 __all__ = [
+    "ArtifactView",
     "AttemptView",
+    "BlockView",
+    "ConnectionView",
     "EngineEvent",
     "FailureView",
     "ItemView",
@@ -28,9 +31,12 @@ __all__ = [
     "LogView",
     "Page",
     "PipelineSummary",
+    "PipelineVersionView",
     "RunDetail",
     "RunSummary",
     "StepDetail",
+    "SystemInfo",
+    "WorkerView",
     "decode_cursor",
     "encode_cursor",
 ]
@@ -207,3 +213,85 @@ class EngineEvent(_View):
     number: int | None = None
     status: str
     previous: str | None = None
+
+
+# --- Views added for the REST API (issue 12) ---------------------------------------------
+
+
+class PipelineVersionView(_View):
+    """One immutable version of a pipeline: its number, digest, and who applied it how."""
+
+    number: int
+    digest: str
+    created_at: datetime
+    provenance: dict[str, Any] = Field(default_factory=dict)
+
+
+class ConnectionView(_View):
+    """A connection as every door shows it: settings in the clear, secrets only by name.
+
+    Secret values never leave the engine except to a worker opening the connection for a
+    step; this view has no field that could carry one.
+    """
+
+    namespace: str
+    name: str
+    type: str
+    settings: dict[str, Any] = Field(default_factory=dict)
+    secret_fields: list[str] = Field(default_factory=list)
+    created_at: datetime
+    updated_at: datetime
+    last_check_at: datetime | None = None
+    last_check_ok: bool | None = None
+    last_check_message: str | None = None
+
+
+class WorkerView(_View):
+    id: str
+    hostname: str
+    version: str
+    status: str
+    plugins: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    concurrency: int
+    started_at: datetime
+    last_seen_at: datetime
+
+
+class ArtifactView(_View):
+    """What a run wrote down: metadata only; the content is read separately."""
+
+    id: int
+    run_id: int
+    attempt_id: int | None = None
+    step: str | None = None
+    name: str
+    content_type: str
+    size: int
+    digest: str
+    stored: str = Field(description="inline (kept in the database) or uri (in storage)")
+    created_at: datetime
+
+
+class BlockView(_View):
+    """One installed block with its published schemas: what a form or a validator reads."""
+
+    id: str
+    kind: str
+    plugin: str
+    group: str = ""
+    summary: str = ""
+    description: str = ""
+    local_execution: bool = False
+    config_schema: dict[str, Any] = Field(default_factory=dict)
+    output_schema: dict[str, Any] = Field(default_factory=dict)
+
+
+class SystemInfo(_View):
+    version: str
+    schema_revision: str | None = None
+    plugins: list[str] = Field(default_factory=list)
+    blocks: int = 0
+    connection_kinds: list[str] = Field(default_factory=list)
+    notifiers: list[str] = Field(default_factory=list)
+    enabled_unsafe_blocks: list[str] = Field(default_factory=list)

@@ -1,1 +1,1 @@
-"""The API's routers, one module per surface."""
+"""The API's routers, one module per resource; ``dirigent.api.app`` assembles them."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from dirigent.api.problems import documented, problem_response
 from dirigent.engine import Engine
 
 
@@ -19,19 +20,25 @@ def hooks_router(engine: Engine) -> APIRouter:
     @router.post(
         "/hooks/{token}",
         status_code=202,
+        operation_id="receiveWebhook",
         summary="Start the webhook's pipeline from a JSON payload.",
         responses={
             202: {"description": "Accepted: {runId}."},
-            404: {"description": "No webhook answers at this address."},
+            **documented(401, 404, 413, 422, 429),
         },
     )
     async def receive(token: str, request: Request) -> JSONResponse:
         answer = await engine.receive_webhook(token, headers=request.headers, body=request.stream())
-        return JSONResponse(
-            answer.body(),
-            status_code=answer.status_code,
+        if answer.run_id is not None:
+            return JSONResponse(answer.body(), status_code=answer.status_code)
+        # A refusal is the one Problem shape; its instance never repeats the token.
+        return problem_response(
+            request,
+            answer.status_code,
+            answer.code or "webhook.refused",
+            answer.message or "the webhook refused this delivery",
             headers=answer.headers(),
-            media_type="application/json" if answer.run_id else "application/problem+json",
+            instance="/hooks/{token}",
         )
 
     return router

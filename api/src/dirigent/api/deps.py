@@ -1,0 +1,162 @@
+"""Dependencies of the routes, as named ``Annotated`` aliases.
+
+A route declares what it needs in its signature — the engine, a principal allowed to do one
+thing, a namespace, a page — and nothing else; authentication and authorisation happen here,
+once, for every route under ``/api/v1``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import Depends, Header, Path, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BeforeValidator
+
+from dirigent.api.auth import Auth, Permission, Principal, StreamBudget
+from dirigent.api.problems import ApiProblem
+from dirigent.engine import Engine
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+ENTITY_NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+STEP_NAME = r"^[a-z][a-z0-9_]*$"
+
+_bearer = HTTPBearer(auto_error=False, description="A Kubernetes token, or the dev token.")
+
+
+def _engine(request: Request) -> Engine:
+    engine: Engine = request.app.state.engine
+    return engine
+
+
+def _auth(request: Request) -> Auth:
+    auth: Auth = request.app.state.auth
+    return auth
+
+
+def _budget(request: Request) -> StreamBudget:
+    budget: StreamBudget = request.app.state.streams
+    return budget
+
+
+EngineDep = Annotated[Engine, Depends(_engine)]
+Streams = Annotated[StreamBudget, Depends(_budget)]
+
+
+async def _principal(
+    auth: Annotated[Auth, Depends(_auth)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    unauthenticated = ApiProblem(
+        401,
+        "auth.unauthenticated",
+        "send a valid bearer token (Authorization: Bearer <token>)",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+    if credentials is None or not credentials.credentials:
+        raise unauthenticated
+    principal = await auth.authenticate(credentials.credentials)
+    if principal is None:
+        raise unauthenticated
+    return principal
+
+
+def allowed(verb: str, resource: str, subresource: str = "") -> Callable[..., Awaitable[Principal]]:
+    """A dependency: the principal, once the cluster says it holds this permission here."""
+    permission = Permission(verb, resource, subresource)
+
+    async def check(
+        request: Request,
+        auth: Annotated[Auth, Depends(_auth)],
+        principal: Annotated[Principal, Depends(_principal)],
+    ) -> Principal:
+        namespace = request.path_params.get("namespace")
+        if not await auth.authorize(principal, permission, namespace):
+            where = f" in namespace {namespace}" if namespace else ""
+            raise ApiProblem(
+                403,
+                "auth.forbidden",
+                f"{principal.name} may not {permission}{where}",
+                params={"verb": verb, "resource": f"{resource}/{subresource}".rstrip("/")},
+            )
+        return principal
+
+    return check
+
+
+CanListPipelines = Annotated[Principal, Depends(allowed("list", "pipelines"))]
+CanGetPipelines = Annotated[Principal, Depends(allowed("get", "pipelines"))]
+CanApplyPipelines = Annotated[Principal, Depends(allowed("create", "pipelines", "apply"))]
+CanRunPipelines = Annotated[Principal, Depends(allowed("create", "pipelines", "run"))]
+CanListRuns = Annotated[Principal, Depends(allowed("list", "runs"))]
+CanGetRuns = Annotated[Principal, Depends(allowed("get", "runs"))]
+CanCancelRuns = Annotated[Principal, Depends(allowed("update", "runs", "cancel"))]
+CanRetryRuns = Annotated[Principal, Depends(allowed("create", "runs", "retry"))]
+CanListConnections = Annotated[Principal, Depends(allowed("list", "connections"))]
+CanGetConnections = Annotated[Principal, Depends(allowed("get", "connections"))]
+CanGetSchedules = Annotated[Principal, Depends(allowed("get", "schedules"))]
+CanGetWebhooks = Annotated[Principal, Depends(allowed("get", "webhooks"))]
+CanListBlocks = Annotated[Principal, Depends(allowed("list", "blocks"))]
+CanListWorkers = Annotated[Principal, Depends(allowed("list", "workers"))]
+CanGetSystem = Annotated[Principal, Depends(allowed("get", "system"))]
+
+Namespace = Annotated[
+    str, Path(min_length=1, max_length=63, pattern=DNS_LABEL, description="A namespace.")
+]
+PipelineName = Annotated[
+    str, Path(min_length=1, max_length=63, pattern=ENTITY_NAME, description="A pipeline.")
+]
+ConnectionName = Annotated[
+    str, Path(min_length=1, max_length=63, pattern=ENTITY_NAME, description="A connection.")
+]
+TriggerName = Annotated[
+    str, Path(min_length=1, max_length=63, pattern=ENTITY_NAME, description="A trigger.")
+]
+RunId = Annotated[int, Path(ge=1, le=2**63 - 1, description="A run's id.")]
+ArtifactId = Annotated[int, Path(ge=1, le=2**63 - 1, description="An artifact's id.")]
+Limit = Annotated[int, Query(ge=1, le=500, description="Rows per page.")]
+After = Annotated[
+    str | None,
+    Query(max_length=512, description="The `next` of the previous page; opaque."),
+]
+StepQuery = Annotated[
+    str | None, Query(max_length=63, pattern=STEP_NAME, description="Only this step.")
+]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=200,
+        description="Repeat a request with the same key and get the first answer back.",
+    ),
+]
+RequiredIdempotencyKey = Annotated[
+    str,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=200,
+        description="Required: a repeated request with the same key does not act twice.",
+    ),
+]
+_ISO_8601 = re.compile(
+    r"^\d{4}-\d{2}-\d{2}([Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?)?$"
+)
+
+
+def _iso_8601(value: object) -> object:
+    # Pydantic would also read "0.5" as a Unix time; the document promises date-time text.
+    if isinstance(value, str) and not _ISO_8601.match(value):
+        raise ValueError("expected an RFC 3339 date-time such as 2026-01-31T12:00:00Z")
+    return value
+
+
+Timestamp = Annotated[datetime, BeforeValidator(_iso_8601)]
+LastEventId = Annotated[
+    str | None,
+    Header(alias="Last-Event-ID", max_length=512, description="Resume a stream after this id."),
+]

@@ -1,0 +1,33 @@
+"""The block catalog: every installed block with its published config and output schemas.
+
+Bounded by the installed code rather than by the database, so it is one list, not a page.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+
+from dirigent.api.deps import CanListBlocks, EngineDep
+from dirigent.api.models import BlockView
+from dirigent.api.problems import not_found
+
+router = APIRouter(prefix="/blocks", tags=["catalog"])
+
+
+@router.get("", operation_id="listBlocks", summary="The installed blocks and their schemas")
+async def list_blocks(engine: EngineDep, _: CanListBlocks) -> list[BlockView]:
+    return engine.blocks()
+
+
+@router.get("/{block_id}", operation_id="getBlock", summary="One block's published schemas")
+async def get_block(
+    engine: EngineDep,
+    _: CanListBlocks,
+    block_id: Annotated[str, Path(min_length=1, max_length=200)],
+) -> BlockView:
+    for view in engine.blocks():
+        if view.id == block_id:
+            return view
+    raise not_found("block", block_id)

@@ -1,0 +1,229 @@
+"""Pipelines of a namespace: listing, detail, versions, export, re-check, run, apply."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Query, Response
+from fastapi.responses import PlainTextResponse
+
+from dirigent.api.deps import (
+    After,
+    CanApplyPipelines,
+    CanGetPipelines,
+    CanListPipelines,
+    CanRunPipelines,
+    EngineDep,
+    IdempotencyKey,
+    Limit,
+    Namespace,
+    PipelineName,
+)
+from dirigent.api.models import (
+    ApplyPlan,
+    ManifestDocument,
+    Page,
+    PipelineDetail,
+    PipelineSummary,
+    PipelineVersionView,
+    RunCreatedView,
+    RunRequestBody,
+    StepChanges,
+    ValidationReport,
+)
+from dirigent.api.problems import ApiProblem, documented, not_found
+from dirigent.engine import RunRequest
+from dirigent.engine.manifests.loading import parse_manifest
+from dirigent.engine.problems import ProblemsError, problem
+
+router = APIRouter(prefix="/namespaces/{namespace}/pipelines", tags=["pipelines"])
+
+APPLIED_HERE = ("Pipeline", "Schedule")
+
+
+@router.get("", operation_id="listPipelines", summary="List pipelines with their run summary")
+async def list_pipelines(
+    engine: EngineDep,
+    _: CanListPipelines,
+    namespace: Namespace,
+    limit: Limit = 50,
+    after: After = None,
+) -> Page[PipelineSummary]:
+    return await engine.pipelines(namespace, cursor=after, limit=limit)
+
+
+@router.post(
+    "/$apply",
+    operation_id="applyManifest",
+    summary="Apply a manifest (or plan it with dry_run)",
+)
+async def apply_manifest(
+    engine: EngineDep,
+    principal: CanApplyPipelines,
+    namespace: Namespace,
+    document: Annotated[ManifestDocument, Body(description="The whole manifest, as JSON.")],
+    dry_run: Annotated[bool, Query(description="Plan only; nothing is written.")] = False,
+) -> ApplyPlan:
+    manifest, problems = parse_manifest(document.model_dump(mode="json", by_alias=True))
+    if manifest is None:
+        raise ProblemsError(problems)
+    _check_applicable(manifest.kind, manifest.metadata.namespace, namespace)
+    plan = await engine.plan(manifest, namespace)
+    applied = await engine.apply(
+        manifest,
+        namespace,
+        provenance={"source": "api", "by": principal.name},
+        dry_run=dry_run,
+    )
+    return ApplyPlan(
+        kind=applied.kind,
+        name=applied.name,
+        namespace=namespace,
+        action=applied.action.value,
+        dry_run=dry_run,
+        version=applied.version,
+        digest=applied.digest,
+        previous_digest=plan.previous_digest,
+        steps=StepChanges(
+            added=plan.steps_added, removed=plan.steps_removed, changed=plan.steps_changed
+        ),
+        changed_fields=plan.changed_fields,
+    )
+
+
+@router.api_route("/$apply", methods=["GET", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+async def apply_other_methods() -> None:
+    """Without this, GET /pipelines/$apply would be read as a pipeline named "$apply"."""
+    raise ApiProblem(
+        405,
+        "method.not_allowed",
+        "$apply takes POST with a manifest as its body",
+        headers={"Allow": "POST"},
+    )
+
+
+def _check_applicable(kind: str, declared: str | None, namespace: str) -> None:
+    if kind not in APPLIED_HERE:
+        raise ProblemsError(
+            [
+                problem(
+                    "apply.kind.not_via_api",
+                    f"{kind} resources carry secrets and are applied from Kubernetes "
+                    "(kubectl apply); the API applies Pipeline and Schedule manifests",
+                    "kind",
+                )
+            ]
+        )
+    if declared and declared != namespace:
+        raise ProblemsError(
+            [
+                problem(
+                    "apply.namespace.mismatch",
+                    f"the manifest names namespace {declared} but was sent to {namespace}; "
+                    "drop metadata.namespace or send it to its own namespace",
+                    "metadata",
+                    "namespace",
+                )
+            ]
+        )
+
+
+@router.get("/{name}", operation_id="getPipeline", summary="One pipeline and its current document")
+async def get_pipeline(
+    engine: EngineDep, _: CanGetPipelines, namespace: Namespace, name: PipelineName
+) -> PipelineDetail:
+    summary = await engine.pipeline_summary(namespace, name)
+    record = await engine.pipeline(namespace, name)
+    if summary is None or record is None:
+        raise not_found("pipeline", name, namespace)
+    return PipelineDetail(summary=summary, document=record.document)
+
+
+@router.get(
+    "/{name}/versions", operation_id="listPipelineVersions", summary="A pipeline's versions"
+)
+async def list_versions(
+    engine: EngineDep,
+    _: CanGetPipelines,
+    namespace: Namespace,
+    name: PipelineName,
+    limit: Limit = 50,
+    after: After = None,
+) -> Page[PipelineVersionView]:
+    page = await engine.pipeline_versions(namespace, name, cursor=after, limit=limit)
+    if page is None:
+        raise not_found("pipeline", name, namespace)
+    return page
+
+
+@router.get(
+    "/{name}/$export",
+    operation_id="exportPipeline",
+    summary="The canonical YAML of a version",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"application/yaml": {"schema": {"type": "string"}}}}},
+)
+async def export_pipeline(
+    engine: EngineDep,
+    _: CanGetPipelines,
+    namespace: Namespace,
+    name: PipelineName,
+    version: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+) -> Response:
+    text = await engine.export(namespace, name, version)
+    if text is None:
+        what = f"{name} version {version}" if version else name
+        raise not_found("pipeline", what, namespace)
+    return Response(text, media_type="application/yaml")
+
+
+@router.post(
+    "/{name}/$validate",
+    operation_id="validatePipeline",
+    summary="Re-check the current version against the installed catalog",
+)
+async def validate_pipeline(
+    engine: EngineDep, _: CanGetPipelines, namespace: Namespace, name: PipelineName
+) -> ValidationReport:
+    problems = await engine.check_stored(namespace, name)
+    if problems is None:
+        raise not_found("pipeline", name, namespace)
+    return ValidationReport(valid=not problems, problems=problems)
+
+
+@router.post(
+    "/{name}/$run",
+    operation_id="runPipeline",
+    summary="Start a run; params are validated against the pipeline's schema",
+    status_code=201,
+    responses={
+        200: {"model": RunCreatedView, "description": "An earlier run, by key."},
+        **documented(409),
+    },
+)
+async def run_pipeline(
+    engine: EngineDep,
+    principal: CanRunPipelines,
+    namespace: Namespace,
+    name: PipelineName,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
+    body: RunRequestBody | None = None,
+) -> RunCreatedView:
+    request = RunRequest(
+        namespace,
+        name,
+        (body or RunRequestBody()).params,
+        triggered_by_kind="api",
+        triggered_by_ref=principal.name,
+        idempotency_key=f"{namespace}/{name}/{idempotency_key}" if idempotency_key else None,
+    )
+    created = await engine.start_run(request)
+    if not created.created:
+        response.status_code = 200
+    return RunCreatedView(
+        run_id=created.run_id,
+        status=created.status,
+        created=created.created,
+        replaced=list(created.replaced),
+    )

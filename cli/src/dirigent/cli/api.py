@@ -1,0 +1,154 @@
+"""``dirigent api``: serve the REST API, and ``dirigent openapi``: its document, or its drift.
+
+Started through ``process`` like every entry point (settings from the environment, JSON logs
+off a terminal, SIGTERM and SIGINT stop it gracefully, an unreachable or unmigrated database
+is one line). The API authenticates with one static token (``--auth static``, the token read
+from ``DIRIGENT_API_TOKEN``: never a command-line argument, which ``ps`` would show) or with
+the cluster (``--auth cluster``: TokenReview and SubjectAccessReview, in-cluster credentials
+or ``--kubeconfig``). Metrics are served on their own port (``DIRIGENT_METRICS_PORT``). The
+scheduler (``Engine.scheduler``) runs embedded unless ``--no-scheduler`` (then run
+``dirigent scheduler`` on its own); it fires only while it holds the scheduler lock, so
+several API replicas never double-fire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dirigent.api.app import create_app
+from dirigent.api.auth import Auth, ClusterAuth, KubeAccess, StaticToken, StreamBudget
+from dirigent.api.metrics import ApiMetrics
+from dirigent.api.openapi import render
+from dirigent.api.server import ApiServer
+from dirigent.api.streams import StreamSettings
+from dirigent.cli import process
+from dirigent.engine import Engine, EngineSettings
+
+OPENAPI_PATH = Path("docs/openapi.json")
+
+
+@dataclass(frozen=True)
+class _Options:
+    auth: Auth
+    host: str
+    port: int
+    streams: StreamSettings
+    budget: StreamBudget
+    scheduler: bool
+
+
+def command(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "0.0.0.0",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    auth: Annotated[
+        str, typer.Option(help="static (DIRIGENT_API_TOKEN) or cluster (TokenReview + SAR).")
+    ] = "cluster",
+    kubeconfig: Annotated[
+        Path | None, typer.Option(help="For --auth cluster outside a pod.")
+    ] = None,
+    no_scheduler: Annotated[bool, typer.Option(help="Do not embed the scheduler.")] = False,
+    stream_lifetime: Annotated[
+        float, typer.Option(help="Seconds before an open stream ends with `expired`.")
+    ] = 3600.0,
+    streams_per_principal: Annotated[
+        int, typer.Option(min=1, help="Event and log streams one principal may hold open.")
+    ] = 8,
+    log_format: process.LogFormatOption = process.LogFormat.AUTO,
+) -> None:
+    """Serve the REST API (and the embedded scheduler, unless --no-scheduler)."""
+    settings = process.load_settings()
+    process.configure_logs(settings, log_format)
+    if not settings.database_url:
+        process.fail("DIRIGENT_DATABASE_URL is not set", process.EXIT_USAGE)
+    try:
+        checker = _auth(auth, kubeconfig)
+    except (ValueError, KeyError, OSError) as err:
+        process.fail(str(err), process.EXIT_USAGE)
+    options = _Options(
+        checker,
+        host,
+        port,
+        StreamSettings(lifetime=stream_lifetime),
+        StreamBudget(streams_per_principal),
+        scheduler=not no_scheduler,
+    )
+
+    async def service(settings: EngineSettings, stop: asyncio.Event) -> None:
+        await _serve(settings, stop, options)
+
+    process.serve(service, settings)
+
+
+def _auth(mode: str, kubeconfig: Path | None) -> Auth:
+    if mode == "static":
+        token = os.environ.get("DIRIGENT_API_TOKEN", "")
+        if not token:
+            raise ValueError(
+                "--auth static reads its token from DIRIGENT_API_TOKEN, which is unset"
+            )
+        return StaticToken(token)
+    if mode == "cluster":
+        access = (
+            KubeAccess.from_kubeconfig(str(kubeconfig)) if kubeconfig else KubeAccess.in_cluster()
+        )
+        return ClusterAuth(access)
+    raise ValueError(f"--auth must be static or cluster, not {mode!r}")
+
+
+async def _serve(settings: EngineSettings, stop: asyncio.Event, options: _Options) -> None:
+    metrics = ApiMetrics()
+    if settings.metrics_port is not None:
+        metrics.serve(settings.metrics_port)
+    async with Engine.open(settings) as engine:
+        app = create_app(
+            engine,
+            auth=options.auth,
+            metrics=metrics,
+            streams=options.budget,
+            stream_settings=options.streams,
+        )
+        server = ApiServer(app, host=options.host, port=options.port)
+        clock = engine.scheduler() if options.scheduler else None
+        ticking = asyncio.create_task(clock.run()) if clock is not None else None
+        try:
+            await server.start()
+            await stop.wait()
+        finally:
+            await server.stop()
+            if clock is not None and ticking is not None:
+                clock.stop()
+                await ticking
+            if isinstance(options.auth, ClusterAuth):
+                await options.auth.aclose()
+
+
+def openapi(
+    check: Annotated[bool, typer.Option(help="Fail when the committed document is stale.")] = False,
+    out: Annotated[Path, typer.Option(help="Where the document lives.")] = OPENAPI_PATH,
+) -> None:
+    """Write docs/openapi.json from the code, or with --check fail when it has drifted."""
+    wanted = render()
+    have = out.read_text(encoding="utf-8") if out.exists() else ""
+    if check:
+        if have != wanted:
+            diff = difflib.unified_diff(
+                have.splitlines(keepends=True),
+                wanted.splitlines(keepends=True),
+                fromfile=f"{out} (committed)",
+                tofile=f"{out} (generated)",
+                n=1,
+            )
+            typer.echo("".join(list(diff)[:200]), err=True)
+            process.fail(f"{out} is stale: run `dirigent openapi`")
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if have != wanted:
+        out.write_text(wanted, encoding="utf-8")
+        typer.echo(f"wrote {out}")
