@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 pytestmark = pytest.mark.integration
@@ -114,7 +115,7 @@ def folder(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def dev(folder: Path, state: Path) -> Iterator[Dev]:
-    running = Dev(folder, state, free_port(), "dev-token")
+    running = Dev(folder, state, free_port(), "dev-token-0123456789")
     yield running
     running.stop()
 
@@ -125,8 +126,19 @@ def applied(name: str, action: str) -> Callable[[Record], bool]:
 
 def test_dev_applies_the_folder_and_keeps_in_step_with_it(dev: Dev, folder: Path) -> None:
     ready = dev.expect(lambda r: r["kind"] == "ready")
-    assert ready["token"] == "dev-token"
+    assert ready["token"] == "dev-token-0123456789"
     assert ready["export"].startswith("export DIRIGENT_URL=http://127.0.0.1:")
+    # The REST API answers on the printed URL, with the printed token only.
+    listing = httpx.get(
+        f"{ready['url']}/api/v1/namespaces/default/pipelines",
+        headers={"Authorization": "Bearer dev-token-0123456789"},
+        timeout=10,
+    )
+    assert listing.status_code == 200, listing.text
+    assert {p["name"] for p in listing.json()["items"]} >= {"linear", "fan-out"}
+    refused = httpx.get(f"{ready['url']}/api/v1/namespaces/default/pipelines", timeout=10)
+    assert refused.status_code == 401
+    assert refused.headers["content-type"].startswith("application/problem+json")
     kinds = {(r["manifest"], r["name"]) for r in dev.seen if r["kind"] == "applied"}
     # The Secret document resolved the Connection's secretKeyRef.
     assert kinds == {
@@ -169,7 +181,7 @@ def test_dev_applies_the_folder_and_keeps_in_step_with_it(dev: Dev, folder: Path
 
 def test_a_connection_without_its_secret_is_a_located_problem(folder: Path, state: Path) -> None:
     (folder / "secret.yaml").unlink()
-    dev = Dev(folder, state, free_port(), "t")
+    dev = Dev(folder, state, free_port(), "t" * 16)
     try:
         dev.expect(lambda r: r["kind"] == "ready")
         problems = [r for r in dev.seen if r["kind"] == "problem"]
@@ -184,19 +196,19 @@ def test_a_connection_without_its_secret_is_a_located_problem(folder: Path, stat
 
 
 def test_state_is_kept_between_starts_and_wiped_on_request(folder: Path, state: Path) -> None:
-    first = Dev(folder, state, free_port(), "t")
+    first = Dev(folder, state, free_port(), "t" * 16)
     first.expect(lambda r: r["kind"] == "ready")
     assert first.stop() == 0
     assert (state / "pgdata" / "PG_VERSION").exists()
     (state / "profiles.yaml").write_text("mine: {}\n")
 
-    second = Dev(folder, state, free_port(), "t")
+    second = Dev(folder, state, free_port(), "t" * 16)
     second.expect(lambda r: r["kind"] == "ready")
     assert second.stop() == 0
     # The same database: nothing was created again.
     assert not any(r["kind"] == "applied" for r in second.seen)
 
-    third = Dev(folder, state, free_port(), "t", "--wipe-state")
+    third = Dev(folder, state, free_port(), "t" * 16, "--wipe-state")
     third.expect(lambda r: r["kind"] == "ready")
     assert third.stop() == 0
     # A fresh database: everything created again; what dev did not create is left alone.

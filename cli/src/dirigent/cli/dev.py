@@ -21,6 +21,9 @@ from typing import Annotated, Any
 
 import typer
 
+from dirigent.api.app import create_app
+from dirigent.api.auth import StaticToken
+from dirigent.api.server import ApiServer
 from dirigent.cli import process
 from dirigent.cli.devstate import DevState
 from dirigent.cli.rendering import Output, OutputOption, emit_json, is_json
@@ -30,6 +33,8 @@ from dirigent.engine.store.database import upgrade_async
 from dirigent.engine.store.embedded import EmbeddedPostgres
 
 Record = dict[str, Any]
+HOST = "127.0.0.1"  # dev mode serves loopback only
+MIN_TOKEN = 16  # what the API accepts as a static token
 WATCH_INTERVAL = 0.3
 
 
@@ -118,6 +123,8 @@ async def _serve(
 ) -> None:
     worker = engine.worker()
     scheduler = engine.scheduler()
+    api = ApiServer(create_app(engine, auth=StaticToken(token)), host=HOST, port=port)
+    await api.start()
     working = [asyncio.create_task(worker.run()), asyncio.create_task(scheduler.run())]
     try:
         sync = FolderSync(engine, folder, state, printer)
@@ -133,10 +140,11 @@ async def _serve(
         worker.stop()
         scheduler.stop()
         await asyncio.gather(*working)
+        await api.stop()
 
 
 def _ready(printer: Printer, port: int, token: str, count: int, took: float) -> None:
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://{HOST}:{port}"
     export = f"export DIRIGENT_URL={url} DIRIGENT_TOKEN={token}"
     if printer.json:
         emit_json(
@@ -177,6 +185,11 @@ def command(
     """Run dirigent on this machine: embedded PostgreSQL, a worker, the folder applied and watched."""
     if not folder.is_dir():
         process.fail(f"{folder}: no such folder", process.EXIT_USAGE)
+    if token is not None and len(token) < MIN_TOKEN:
+        process.fail(
+            f"--token must be at least {MIN_TOKEN} characters (or leave it unset for a random one)",
+            process.EXIT_USAGE,
+        )
     state = DevState(state_dir)
     if wipe_state:
         removed = state.wipe()
