@@ -209,8 +209,9 @@ async def test_a_worker_sigkilled_after_creating_the_job_does_not_create_a_secon
     while asyncio.get_running_loop().time() < deadline:
         assert len(jobs(kubectl, namespace, run_id)) == 1
         await asyncio.sleep(0.5)
+    # One attempt, still holding its one Job: parked, or claimed for a probe at this instant.
     [attempt] = await h.attempts(run_id, "job")
-    assert attempt["status"] == "waiting"
+    assert attempt["status"] in ("waiting", "running")
 
 
 RBAC = """
