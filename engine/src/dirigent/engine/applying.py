@@ -59,56 +59,13 @@ async def apply_manifest(
 ) -> Applied:
     """Validate and store one manifest. Call inside a transaction; raises ProblemsError."""
     if isinstance(manifest, Pipeline):
-        problems = check_pipeline(manifest)
-        names = await connections_store.connection_names(conn, namespace)
-        problems += check_against_catalog(
-            manifest, catalog, connections=names, enabled_unsafe=enabled_unsafe
-        )
-        problems += check_alerting(manifest, catalog, connections=names)
-        if problems:
-            raise ProblemsError(problems)
-        result = await definitions.apply_pipeline(
-            conn, manifest, namespace=namespace, provenance=provenance, owner_uid=owner_uid
-        )
-        return Applied(
-            "Pipeline", manifest.metadata.name, result.action, result.version, result.digest
+        return await _apply_pipeline(
+            conn, manifest, namespace, catalog, enabled_unsafe, provenance, owner_uid
         )
     if isinstance(manifest, Connection):
-        if manifest.spec.type not in catalog.connection_kinds and catalog.connection_kinds:
-            raise ProblemsError(
-                [
-                    problem(
-                        "connection.type.unknown",
-                        f"connection kind '{manifest.spec.type}' is not installed",
-                        "spec",
-                        "type",
-                    )
-                ]
-            )
-        values = dict(secret_values or {})
-        missing = sorted(set(manifest.spec.secrets) - set(values))
-        if missing:
-            raise ProblemsError(
-                [
-                    problem(
-                        "connection.secret.missing",
-                        f"no value was given for secret field '{m}'",
-                        "spec",
-                        "secrets",
-                        m,
-                    )
-                    for m in missing
-                ]
-            )
-        action = await connections_store.apply_connection(
-            conn,
-            manifest,
-            namespace=namespace,
-            secret_values=values,
-            sealer=sealer,
-            owner_uid=owner_uid,
+        return await _apply_connection(
+            conn, manifest, namespace, catalog, sealer, secret_values, owner_uid
         )
-        return Applied("Connection", manifest.metadata.name, action)
     if isinstance(manifest, Schedule):
         action = await schedules_store.apply_schedule(
             conn,
@@ -132,3 +89,74 @@ async def apply_manifest(
         )
         return Applied("Webhook", manifest.metadata.name, action)
     assert_never(manifest)
+
+
+async def _apply_pipeline(
+    conn: pool.Connection,
+    manifest: Pipeline,
+    namespace: str,
+    catalog: Catalog,
+    enabled_unsafe: Collection[str] | None,
+    provenance: dict[str, Any] | None,
+    owner_uid: str | None,
+) -> Applied:
+    """Offline checks, then against the catalog and the namespace's connections, then store."""
+    problems = check_pipeline(manifest)
+    names = await connections_store.connection_names(conn, namespace)
+    problems += check_against_catalog(
+        manifest, catalog, connections=names, enabled_unsafe=enabled_unsafe
+    )
+    problems += check_alerting(manifest, catalog, connections=names)
+    if problems:
+        raise ProblemsError(problems)
+    result = await definitions.apply_pipeline(
+        conn, manifest, namespace=namespace, provenance=provenance, owner_uid=owner_uid
+    )
+    return Applied("Pipeline", manifest.metadata.name, result.action, result.version, result.digest)
+
+
+async def _apply_connection(
+    conn: pool.Connection,
+    manifest: Connection,
+    namespace: str,
+    catalog: Catalog,
+    sealer: SecretSealer | None,
+    secret_values: Mapping[str, str] | None,
+    owner_uid: str | None,
+) -> Applied:
+    """A known connection kind with every secret field given; the secrets are sealed."""
+    if manifest.spec.type not in catalog.connection_kinds and catalog.connection_kinds:
+        raise ProblemsError(
+            [
+                problem(
+                    "connection.type.unknown",
+                    f"connection kind '{manifest.spec.type}' is not installed",
+                    "spec",
+                    "type",
+                )
+            ]
+        )
+    values = dict(secret_values or {})
+    missing = sorted(set(manifest.spec.secrets) - set(values))
+    if missing:
+        raise ProblemsError(
+            [
+                problem(
+                    "connection.secret.missing",
+                    f"no value was given for secret field '{m}'",
+                    "spec",
+                    "secrets",
+                    m,
+                )
+                for m in missing
+            ]
+        )
+    action = await connections_store.apply_connection(
+        conn,
+        manifest,
+        namespace=namespace,
+        secret_values=values,
+        sealer=sealer,
+        owner_uid=owner_uid,
+    )
+    return Applied("Connection", manifest.metadata.name, action)
