@@ -8,10 +8,9 @@ An unreachable database is one line and exit 1.
 from __future__ import annotations
 
 import typer
-from sqlalchemy.exc import SQLAlchemyError
 
 from dirigent.cli import process
-from dirigent.engine.store.database import head_revision, upgrade
+from dirigent.engine.store.database import MIGRATION_ERRORS, head_revision, upgrade
 
 
 def migrate(
@@ -27,7 +26,7 @@ def migrate(
     target = head_revision() if revision == "head" else revision
     try:
         result = upgrade(url, revision)
-    except (OSError, SQLAlchemyError) as err:
+    except MIGRATION_ERRORS as err:
         reason = str(getattr(err, "orig", None) or err).splitlines()[0]
         process.fail(f"cannot migrate the database: {reason}")
     if result.changed:

@@ -38,6 +38,7 @@ from dirigent.engine.store.claims import Claimed
 from dirigent.engine.store.connections import open_connection
 from dirigent.engine.store.crypto import SealError, SecretSealer
 from dirigent.engine.store.outcomes import Artifact, LogLine, Outcome, Parking
+from dirigent.engine.store.upstream import read_upstream
 from dirigent.sdk import BlockFailure, ErrorClass, NotYet, Operator, RemoteHandle, Sensor
 
 T = TypeVar("T")
@@ -126,41 +127,10 @@ async def upstream_scope(
     if not whole and not paired:
         return scope
     async with conn_factory() as conn:
-        # A whole read (steps.x.output of a fan-out, steps.x.items) needs x's grid; a paired
-        # read (steps.x.item.output) needs only the item at this attempt's index.
-        rows = await conn.fetch(
-            """SELECT step, item_index, output FROM step_attempts
-               WHERE run_id = $1 AND status = 'succeeded'
-                 AND (step = ANY($2) OR (step = ANY($3) AND item_index = $4))""",
-            a.run_id,
-            sorted(whole),
-            sorted(paired),
-            a.item_index,
+        up = await read_upstream(
+            conn, a.run_id, whole=whole, paired=paired, item_index=a.item_index
         )
-        grids = await conn.fetch(
-            """SELECT step, index, value FROM run_items WHERE run_id = $1 AND step = ANY($2)
-               ORDER BY index""",
-            a.run_id,
-            sorted(whole),
-        )
-        sizes = await conn.fetch(
-            "SELECT step, items FROM run_steps WHERE run_id = $1 AND step = ANY($2)",
-            a.run_id,
-            sorted(whole | paired),
-        )
-    for g in grids:
-        scope.grids.setdefault(g["step"], []).append(g["value"])
-    for sz in sizes:
-        if sz["items"] is not None:
-            scope.fan_outs[sz["step"]] = [None] * sz["items"]
-    for r in rows:
-        if r["item_index"] is None:
-            scope.outputs[r["step"]] = r["output"]
-        elif r["step"] in scope.fan_outs:
-            scope.fan_outs[r["step"]][r["item_index"]] = r["output"]
-    for name, outs in scope.fan_outs.items():
-        if name in whole:
-            scope.outputs[name] = outs
+    scope.outputs, scope.fan_outs, scope.grids = up.outputs, up.fan_outs, up.grids
     return scope
 
 

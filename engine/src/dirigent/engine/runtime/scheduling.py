@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from dirigent.engine.firing import DEFAULT_GRACE
-from dirigent.engine.store import schedules
+from dirigent.engine.store import leadership, schedules
 from dirigent.engine.store.pool import DATABASE_ERRORS, Connection, Pool, connect, in_transaction
 from dirigent.engine.store.schedules import CreateRun, Fired
 from dirigent.engine.trigger_metrics import SchedulerMetrics
@@ -93,7 +93,7 @@ class Scheduler:
     async def _lead(self, conn: Connection) -> None:
         """Wait for the lock on ``conn``, then fire until stopped or the session breaks."""
         while not self._stopping.is_set():
-            if await conn.fetchval("SELECT pg_try_advisory_lock($1)", self.config.lock_id):
+            if await leadership.try_lead(conn, self.config.lock_id):
                 break
             await self._sleep(self.config.tick)
         else:
@@ -101,7 +101,7 @@ class Scheduler:
         self.is_leader = True
         log.info("scheduler.leading")
         while not self._stopping.is_set():
-            await conn.fetchval("SELECT 1")  # the session (and so the lock) is still ours
+            await leadership.still_connected(conn)  # the session (and so the lock) is ours
             await self.tick()
             async with self.pool.acquire() as pooled:
                 upcoming = await schedules.next_due(pooled)

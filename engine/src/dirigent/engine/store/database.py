@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
 __all__ = [
+    "MIGRATION_ERRORS",
     "MigrationResult",
     "alembic_config",
     "create_database",
@@ -45,6 +46,9 @@ MIGRATIONS: Final = "dirigent.engine.store:migrations"
 # sessions): the second waits, then finds nothing to do. Arbitrary but fixed.
 _MIGRATION_LOCK_ID: Final = 0x646972_6D6967  # "dir" "mig"
 _DATABASE_NAME: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# What a migration raises when the database cannot be reached or refuses a statement; a
+# caller above the store catches these without importing the driver.
+MIGRATION_ERRORS: Final[tuple[type[Exception], ...]] = (OSError, SQLAlchemyError)
 
 
 def normalize_url(url: str) -> str:
