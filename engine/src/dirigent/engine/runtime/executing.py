@@ -193,6 +193,51 @@ def _next_poll(
     return max(min(poll, left + DEADLINE_MARGIN), dt.timedelta(0))
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One attempt, prepared for its block call: what every step of running it reads."""
+
+    a: Claimed
+    worker_id: str
+    step: Step
+    entry: BlockEntry
+    config: BaseModel
+    resolved: Any
+    ctx: EngineContext
+    started: float
+    storage: FileStorage
+    settings: Settings
+    on_fetched: FetchedHook
+
+    def fail(
+        self, error_class: ErrorClass | str, code: str, message: str, *, timed: bool = False
+    ) -> Outcome:
+        """A failure carrying the call's input and logs (and its duration when ``timed``)."""
+        duration_ms = int((time.monotonic() - self.started) * 1000) if timed else 0
+        return failure(
+            self.a,
+            self.worker_id,
+            error_class,
+            code,
+            message,
+            input=self.resolved if timed else None,
+            logs=self.ctx.log.lines,
+            duration_ms=duration_ms,
+        )
+
+    async def succeed(self, output: BaseModel) -> Outcome:
+        return await succeed(
+            self.a,
+            self.worker_id,
+            output,
+            self.ctx,
+            self.started,
+            self.storage,
+            self.settings,
+            self.resolved,
+        )
+
+
 async def execute_attempt(
     conn_factory: Any,
     a: Claimed,
@@ -204,6 +249,7 @@ async def execute_attempt(
     settings: Settings,
     on_fetched: FetchedHook,
 ) -> Outcome | Parking:
+    """Run one claimed attempt: refuse it, prepare its call, call its block, classify errors."""
     step = pipeline.spec.steps[a.step]
     started = time.monotonic()
     entry = catalog.block(a.block)
@@ -225,6 +271,29 @@ async def execute_attempt(
             "(DIRIGENT_ENABLED_UNSAFE_BLOCKS)",
         )
     scope = await upstream_scope(conn_factory, a, pipeline, step, storage)
+    configured = _configure(a, worker_id, entry, step, scope)
+    if isinstance(configured, Outcome):
+        return configured
+    resolved, config = configured
+    connections = await _open_connections(conn_factory, a, worker_id, resolved, settings)
+    if isinstance(connections, Outcome):
+        return connections
+    ctx = _context(conn_factory, a, catalog, settings, storage, connections)
+    call = _Call(
+        a, worker_id, step, entry, config, resolved, ctx, started, storage, settings, on_fetched
+    )
+    try:
+        return await _call_block(call)
+    except asyncio.CancelledError:
+        raise
+    except Exception as err:
+        return _classified(call, err)
+
+
+def _configure(
+    a: Claimed, worker_id: str, entry: BlockEntry, step: Step, scope: Scope
+) -> tuple[Any, BaseModel] | Outcome:
+    """The step's config with its references resolved and validated by the block's model."""
     try:
         resolved = resolve(step.config, scope)
     except UnmatchedItem as err:
@@ -239,7 +308,7 @@ async def execute_attempt(
             params={"reference": err.reference},
         )
     try:
-        config = entry.block.config_model.model_validate(resolved)
+        return resolved, entry.block.config_model.model_validate(resolved)
     except ValidationError as err:
         return failure(
             a,
@@ -249,26 +318,43 @@ async def execute_attempt(
             f"config does not fit block '{a.block}': {err.errors(include_url=False)[0]['msg']}",
             input=resolved,
         )
-    # Connections are opened here, on the worker path, and nowhere else: the step's config
-    # names the one it uses, and only that one is unsealed.
+
+
+async def _open_connections(
+    conn_factory: Any, a: Claimed, worker_id: str, resolved: Any, settings: Settings
+) -> dict[str, dict[str, Any]] | Outcome:
+    """Connections are opened here, on the worker path, and nowhere else: the step's config
+    names the one it uses, and only that one is unsealed."""
     connections: dict[str, dict[str, Any]] = {}
     named = resolved.get("connection") if isinstance(resolved, dict) else None
-    if isinstance(named, str):
-        try:
-            async with conn_factory() as conn:
-                opened = await open_connection(conn, a.namespace, named, settings.sealer)
-        except (SealError, ValueError) as err:
-            return failure(
-                a,
-                worker_id,
-                ErrorClass.REJECTED,
-                "engine.connection.unopenable",
-                f"connection '{named}' cannot be opened: {err}",
-                input=resolved,
-            )
-        if opened is not None:
-            connections[named] = opened
-    ctx = EngineContext(
+    if not isinstance(named, str):
+        return connections
+    try:
+        async with conn_factory() as conn:
+            opened = await open_connection(conn, a.namespace, named, settings.sealer)
+    except (SealError, ValueError) as err:
+        return failure(
+            a,
+            worker_id,
+            ErrorClass.REJECTED,
+            "engine.connection.unopenable",
+            f"connection '{named}' cannot be opened: {err}",
+            input=resolved,
+        )
+    if opened is not None:
+        connections[named] = opened
+    return connections
+
+
+def _context(
+    conn_factory: Any,
+    a: Claimed,
+    catalog: Catalog,
+    settings: Settings,
+    storage: FileStorage,
+    connections: dict[str, dict[str, Any]],
+) -> EngineContext:
+    return EngineContext(
         connections=connections,
         runs=_step_runs(conn_factory, a, catalog, settings),
         namespace=a.namespace,
@@ -284,112 +370,105 @@ async def execute_attempt(
         params=a.params,
         storage=storage,
     )
-    timeout = step.timeout.total_seconds() if step.timeout is not None else None
-    block = entry.block
-    try:
-        if isinstance(block, Sensor):
-            deadline = step.deadline or block.spec.default_deadline
-            if dt.datetime.now(dt.UTC) - a.first_started_at >= deadline.to_timedelta():
-                if step.on_timeout is TimeoutOutcome.SKIP:
-                    return Outcome(
-                        a,
-                        worker_id,
-                        "skipped",
-                        input=resolved,
-                        logs=[
-                            LogLine(
-                                "warning", f"deadline {deadline} passed; skipped (onTimeout: Skip)"
-                            )
-                        ],
-                    )
-                return failure(
-                    a,
-                    worker_id,
-                    ErrorClass.REJECTED,
-                    "engine.sensor.deadline",
-                    f"the condition did not hold within the deadline {deadline}",
-                    input=resolved,
-                )
-            result = await bounded("poke", block.poke(config, ctx), timeout)
-            if isinstance(result, NotYet):
-                logs = ctx.log.lines
-                if result.message and result.message != a.wait_message:
-                    logs = [*logs, LogLine("info", result.message, {"progress": result.progress})]
-                return Parking(
-                    a,
-                    _next_poll(a, step, entry, deadline.to_timedelta()),
-                    cursor=result.cursor,
-                    message=result.message,
-                    progress=result.progress,
-                    input=resolved,
-                    logs=logs,
-                )
-            return await succeed(a, worker_id, result, ctx, started, storage, settings, resolved)
-        assert isinstance(block, Operator)
-        if a.handle is not None:
-            return await _probe(
-                a,
-                worker_id,
-                block,
-                config,
-                ctx,
-                step,
-                entry,
-                started,
-                storage,
-                settings,
-                resolved,
-                on_fetched,
-            )
-        result = await bounded("execute", block.execute(config, ctx), timeout)
-        if isinstance(result, RemoteHandle):
-            return Parking(
-                a,
-                _next_poll(a, step, entry, _deadline_of(step)),
-                handle=result.model_dump(mode="json"),
-                input=resolved,
-                logs=[
-                    *ctx.log.lines,
-                    LogLine("info", f"submitted: {result.ref}", {"ref": result.ref}),
-                ],
-            )
-        return await succeed(a, worker_id, result, ctx, started, storage, settings, resolved)
-    except CallTimedOut:
-        return failure(
-            a,
-            worker_id,
+
+
+async def _call_block(call: _Call) -> Outcome | Parking:
+    block = call.entry.block
+    if isinstance(block, Sensor):
+        return await _poke(call, block)
+    assert isinstance(block, Operator)
+    if call.a.handle is not None:
+        return await _probe(call, block)
+    return await _submit(call, block)
+
+
+def _classified(call: _Call, err: Exception) -> Outcome:
+    """A block call that raised, classified: the engine's timeout, a BlockFailure, or the
+    block's own ``classify_error`` for anything else."""
+    if isinstance(err, CallTimedOut):
+        return call.fail(
             ErrorClass.TRANSIENT,
             "engine.step.timeout",
-            f"the step did not finish within its timeout {step.timeout}",
-            input=resolved,
-            logs=ctx.log.lines,
-            duration_ms=int((time.monotonic() - started) * 1000),
+            f"the step did not finish within its timeout {call.step.timeout}",
+            timed=True,
         )
-    except BlockFailure as err:
+    if isinstance(err, BlockFailure):
         return failure(
-            a,
-            worker_id,
+            call.a,
+            call.worker_id,
             err.error_class,
             err.code,
             err.message,
             params=err.params,
-            input=resolved,
-            logs=ctx.log.lines,
-            duration_ms=int((time.monotonic() - started) * 1000),
+            input=call.resolved,
+            logs=call.ctx.log.lines,
+            duration_ms=int((time.monotonic() - call.started) * 1000),
         )
-    except asyncio.CancelledError:
-        raise
-    except Exception as err:
+    return call.fail(
+        call.entry.block.classify_error(err),
+        "engine.block.error",
+        f"{type(err).__name__}: {err}",
+        timed=True,
+    )
+
+
+def _timeout(step: Step) -> float | None:
+    return step.timeout.total_seconds() if step.timeout is not None else None
+
+
+async def _poke(call: _Call, block: Sensor[Any, Any]) -> Outcome | Parking:
+    """A sensor: past its deadline it skips or fails; else poke, and park on NotYet."""
+    a, step = call.a, call.step
+    deadline = step.deadline or block.spec.default_deadline
+    if dt.datetime.now(dt.UTC) - a.first_started_at >= deadline.to_timedelta():
+        if step.on_timeout is TimeoutOutcome.SKIP:
+            return Outcome(
+                a,
+                call.worker_id,
+                "skipped",
+                input=call.resolved,
+                logs=[LogLine("warning", f"deadline {deadline} passed; skipped (onTimeout: Skip)")],
+            )
         return failure(
             a,
-            worker_id,
-            block.classify_error(err),
-            "engine.block.error",
-            f"{type(err).__name__}: {err}",
-            input=resolved,
-            logs=ctx.log.lines,
-            duration_ms=int((time.monotonic() - started) * 1000),
+            call.worker_id,
+            ErrorClass.REJECTED,
+            "engine.sensor.deadline",
+            f"the condition did not hold within the deadline {deadline}",
+            input=call.resolved,
         )
+    result = await bounded("poke", block.poke(call.config, call.ctx), _timeout(step))
+    if not isinstance(result, NotYet):
+        return await call.succeed(result)
+    logs = call.ctx.log.lines
+    if result.message and result.message != a.wait_message:
+        logs = [*logs, LogLine("info", result.message, {"progress": result.progress})]
+    return Parking(
+        a,
+        _next_poll(a, step, call.entry, deadline.to_timedelta()),
+        cursor=result.cursor,
+        message=result.message,
+        progress=result.progress,
+        input=call.resolved,
+        logs=logs,
+    )
+
+
+async def _submit(call: _Call, block: Operator[Any, Any]) -> Outcome | Parking:
+    """An operator's first call: it returns the output, or a handle to park on."""
+    result = await bounded("execute", block.execute(call.config, call.ctx), _timeout(call.step))
+    if not isinstance(result, RemoteHandle):
+        return await call.succeed(result)
+    return Parking(
+        call.a,
+        _next_poll(call.a, call.step, call.entry, _deadline_of(call.step)),
+        handle=result.model_dump(mode="json"),
+        input=call.resolved,
+        logs=[
+            *call.ctx.log.lines,
+            LogLine("info", f"submitted: {result.ref}", {"ref": result.ref}),
+        ],
+    )
 
 
 def _step_runs(conn_factory: Any, a: Claimed, catalog: Catalog, settings: Settings) -> StepRuns:
@@ -406,107 +485,88 @@ def _step_runs(conn_factory: Any, a: Claimed, catalog: Catalog, settings: Settin
     )
 
 
-async def _probe(
-    a: Claimed,
-    worker_id: str,
-    block: Operator[Any, Any],
-    config: BaseModel,
-    ctx: EngineContext,
-    step: Step,
-    entry: BlockEntry,
-    started: float,
-    storage: FileStorage,
-    settings: Settings,
-    resolved: Any,
-    on_fetched: FetchedHook,
-) -> Outcome | Parking:
+async def _probe(call: _Call, block: Operator[Any, Any]) -> Outcome | Parking:
+    """A submitted job: settle a replayed fetch, enforce the deadline, else probe it."""
+    a, step = call.a, call.step
     assert a.handle is not None
     handle = RemoteHandle.model_validate(a.handle)
     if a.fetched is not None:
         # A replay: fetch already ran and its result was committed; settle from it.
-        output = block.output_model.model_validate(a.fetched)
-        return await succeed(a, worker_id, output, ctx, started, storage, settings, resolved)
+        return await call.succeed(block.output_model.model_validate(a.fetched))
     if _past_deadline(a, step):
-        return await _deadline_failure(a, worker_id, block, handle, config, ctx, step)
+        return await _deadline_failure(call, block, handle)
     try:
-        result = await bounded("probe", block.probe(handle, config, ctx), _remote_limit(a, step))
+        result = await bounded(
+            "probe", block.probe(handle, call.config, call.ctx), _remote_limit(a, step)
+        )
     except asyncio.CancelledError:
         raise
     except Exception as err:
-        return await _probe_error(
-            a, worker_id, block, handle, config, ctx, step, entry, "probe", err
-        )
+        return await _probe_error(call, block, handle, "probe", err)
     status = str(result.status)
     if status == "running":
-        new_handle = (
-            handle.model_copy(update={"meta": result.meta}) if result.meta is not None else handle
-        )
+        if result.meta is not None:
+            handle = handle.model_copy(update={"meta": result.meta})
         return Parking(
             a,
-            _next_poll(a, step, entry, _deadline_of(step)),
-            handle=new_handle.model_dump(mode="json"),
+            _next_poll(a, step, call.entry, _deadline_of(step)),
+            handle=handle.model_dump(mode="json"),
             message=result.message,
             progress=result.progress,
-            logs=ctx.log.lines,
+            logs=call.ctx.log.lines,
         )
     if status == "succeeded":
         if result.meta is not None:
             handle = handle.model_copy(update={"meta": result.meta})
-        try:
-            output = await bounded(
-                "fetch", block.fetch(handle, config, ctx), _remote_limit(a, step)
-            )
-        except asyncio.CancelledError:
-            raise
-        except Exception as err:
-            return await _probe_error(
-                a, worker_id, block, handle, config, ctx, step, entry, "fetch", err
-            )
-        # Committed in its own transaction before the outcome: a worker dying between the
-        # two leaves a replay that settles from this instead of fetching again.
-        await on_fetched(a, output.model_dump(mode="json"))
-        return await succeed(a, worker_id, output, ctx, started, storage, settings, resolved)
+        return await _fetch(call, block, handle)
     if status == "gone":
-        count = a.gone_count + 1
-        if count >= GONE_LIMIT:
-            return failure(
-                a,
-                worker_id,
-                ErrorClass.TRANSIENT,
-                "engine.remote.gone",
-                f"the remote system no longer knows job {handle.ref} ({count} probes)",
-                logs=ctx.log.lines,
-            )
-        return Parking(
-            a,
-            _next_poll(a, step, entry, _deadline_of(step)),
-            handle=a.handle,
-            gone_count=count,
-            probe_errors=a.probe_errors,
-            message=result.message,
-            logs=ctx.log.lines,
-        )
-    return failure(
-        a,
-        worker_id,
+        return _gone(call, handle, result.message)
+    return call.fail(
         result.error_class or ErrorClass.UNKNOWN,
         "engine.remote.failed",
         result.message or f"remote job {handle.ref} failed",
-        logs=ctx.log.lines,
+    )
+
+
+async def _fetch(call: _Call, block: Operator[Any, Any], handle: RemoteHandle) -> Outcome | Parking:
+    """The job succeeded: fetch its output, commit it, then settle from it."""
+    try:
+        output = await bounded(
+            "fetch", block.fetch(handle, call.config, call.ctx), _remote_limit(call.a, call.step)
+        )
+    except asyncio.CancelledError:
+        raise
+    except Exception as err:
+        return await _probe_error(call, block, handle, "fetch", err)
+    # Committed in its own transaction before the outcome: a worker dying between the
+    # two leaves a replay that settles from this instead of fetching again.
+    await call.on_fetched(call.a, output.model_dump(mode="json"))
+    return await call.succeed(output)
+
+
+def _gone(call: _Call, handle: RemoteHandle, message: str | None) -> Outcome | Parking:
+    """The remote no longer knows the job: look again, up to ``GONE_LIMIT`` probes in a row."""
+    a = call.a
+    count = a.gone_count + 1
+    if count >= GONE_LIMIT:
+        return call.fail(
+            ErrorClass.TRANSIENT,
+            "engine.remote.gone",
+            f"the remote system no longer knows job {handle.ref} ({count} probes)",
+        )
+    return Parking(
+        a,
+        _next_poll(a, call.step, call.entry, _deadline_of(call.step)),
+        handle=a.handle,
+        gone_count=count,
+        probe_errors=a.probe_errors,
+        message=message,
+        logs=call.ctx.log.lines,
     )
 
 
 async def _probe_error(
-    a: Claimed,
-    worker_id: str,
-    block: Operator[Any, Any],
-    handle: RemoteHandle,
-    config: BaseModel,
-    ctx: EngineContext,
-    step: Step,
-    entry: BlockEntry,
-    call: str,
-    err: Exception,
+    call: _Call, block: Operator[Any, Any], handle: RemoteHandle, what: str, err: Exception
 ) -> Outcome | Parking:
     """A probe or fetch that raised: the remote job may still run, so its handle is kept.
 
@@ -514,24 +574,23 @@ async def _probe_error(
     errors the job is given up as lost: the remote is told to cancel, and the attempt fails
     transient (a retry then submits afresh, beside no abandoned job).
     """
+    a, step, ctx = call.a, call.step, call.ctx
     if _past_deadline(a, step):  # the call hung until the deadline went by
-        return await _deadline_failure(a, worker_id, block, handle, config, ctx, step)
+        return await _deadline_failure(call, block, handle)
     count = a.probe_errors + 1
     reason = f"{type(err).__name__}: {err}"
     if count >= PROBE_ERROR_LIMIT:
-        await _cancel_remote(block, handle, config, ctx, step)
-        return failure(
-            a,
-            worker_id,
+        await _cancel_remote(block, handle, call.config, ctx, step)
+        return call.fail(
             ErrorClass.TRANSIENT,
             "engine.remote.lost",
-            f"{call} of remote job {handle.ref} failed {count} times in a row ({reason}); "
+            f"{what} of remote job {handle.ref} failed {count} times in a row ({reason}); "
             "the job was cancelled",
-            logs=ctx.log.lines,
         )
-    delay = min(_poll(step, entry) * (2 ** (count - 1)), max(PROBE_BACKOFF_MAX, _poll(step, entry)))
+    poll = _poll(step, call.entry)
+    delay = min(poll * (2 ** (count - 1)), max(PROBE_BACKOFF_MAX, poll))
     ctx.log.warning(
-        f"{call} of remote job {handle.ref} failed ({reason}); probing again in "
+        f"{what} of remote job {handle.ref} failed ({reason}); probing again in "
         f"{delay.total_seconds():.1f}s ({count}/{PROBE_ERROR_LIMIT})"
     )
     return Parking(
@@ -570,24 +629,15 @@ def _remote_limit(a: Claimed, step: Step) -> float:
 
 
 async def _deadline_failure(
-    a: Claimed,
-    worker_id: str,
-    block: Operator[Any, Any],
-    handle: RemoteHandle,
-    config: BaseModel,
-    ctx: EngineContext,
-    step: Step,
+    call: _Call, block: Operator[Any, Any], handle: RemoteHandle
 ) -> Outcome:
     """The work is abandoned, so the remote is told to stop (best-effort): a retry must not
     run beside a job nobody is waiting for any more."""
-    await _cancel_remote(block, handle, config, ctx, step)
-    return failure(
-        a,
-        worker_id,
+    await _cancel_remote(block, handle, call.config, call.ctx, call.step)
+    return call.fail(
         ErrorClass.TRANSIENT,
         "engine.remote.deadline",
-        f"remote job {handle.ref} did not finish within the deadline {step.deadline}",
-        logs=ctx.log.lines,
+        f"remote job {handle.ref} did not finish within the deadline {call.step.deadline}",
     )
 
 

@@ -23,6 +23,8 @@ from dirigent.engine.params import resolve_params
 from dirigent.engine.plugins import Catalog
 from dirigent.engine.problems import Problem, ProblemsError, problem
 from dirigent.engine.resolving import Scope, UnresolvedReference, resolve
+from dirigent.engine.statuses import RunStatus, WorkStatus
+from dirigent.engine.store.named import named
 from dirigent.engine.store.progress import advance_run, notify_work
 from dirigent.engine.store.versions import VersionCache
 
@@ -130,6 +132,47 @@ async def create_run(
     Raises ProblemsError when the pipeline is missing or inactive, the params do not fit,
     a block is missing or gated, or the concurrency policy refuses (Skip).
     """
+    prow = await _lock_pipeline(conn, request)
+    if request.idempotency_key is not None:
+        existing = await conn.fetchrow(
+            "SELECT id, status FROM runs WHERE pipeline_id = $1 AND idempotency_key = $2",
+            prow["id"],
+            request.idempotency_key,
+        )
+        if existing is not None:
+            return RunCreated(existing["id"], existing["status"], created=False)
+    pipeline = await versions.get(conn, prow["current_version_id"])
+    params, problems = resolve_params(pipeline.spec.params, request.params)
+    problems += _gate(pipeline, catalog, enabled_unsafe)
+    if problems:
+        raise ProblemsError(problems)
+    status, replaced = await _admit(conn, request, prow["id"], pipeline, versions)
+    priority = (request.priority or pipeline.spec.priority).rank
+    requires = list(pipeline.spec.requires.workers) if pipeline.spec.requires else []
+    run_id = await _insert_run(
+        conn, request, prow, status=status, params=params, priority=priority, requires=requires
+    )
+    scope = Scope(params=params, run_id=run_id, scratch="", artifacts="", window=request.window)
+    grids, problems = _grids(pipeline, scope)
+    if problems:
+        raise ProblemsError(problems)
+    await _insert_work(conn, run_id, pipeline, grids, priority=priority, requires=requires)
+    await conn.execute(
+        "INSERT INTO log_entries (run_id, level, message, fields) VALUES ($1, 'info', $2, $3)",
+        run_id,
+        f"run created ({request.triggered_by_kind})"
+        + (", queued behind a run in flight" if status == RunStatus.QUEUED else ""),
+        {"pipeline": request.pipeline, "version_id": prow["current_version_id"]},
+    )
+    if status == RunStatus.RUNNING:
+        advanced = await advance_run(conn, run_id, pipeline)
+        if advanced.run_status is not None:
+            status = advanced.run_status
+    return RunCreated(run_id, status, replaced=replaced)
+
+
+async def _lock_pipeline(conn: asyncpg.Connection, request: RunRequest) -> asyncpg.Record:
+    """The pipeline's row, locked for this run's creation; refused when missing or inactive."""
     prow = await conn.fetchrow(
         "SELECT id, active, current_version_id FROM pipelines WHERE namespace = $1 AND name = $2 FOR UPDATE",
         request.namespace,
@@ -156,31 +199,30 @@ async def create_run(
                 )
             ]
         )
-    if request.idempotency_key is not None:
-        existing = await conn.fetchrow(
-            "SELECT id, status FROM runs WHERE pipeline_id = $1 AND idempotency_key = $2",
-            prow["id"],
-            request.idempotency_key,
-        )
-        if existing is not None:
-            return RunCreated(existing["id"], existing["status"], created=False)
-    pipeline = await versions.get(conn, prow["current_version_id"])
-    params, problems = resolve_params(pipeline.spec.params, request.params)
-    problems += _gate(pipeline, catalog, enabled_unsafe)
-    if problems:
-        raise ProblemsError(problems)
+    return prow
 
+
+async def _admit(
+    conn: asyncpg.Connection,
+    request: RunRequest,
+    pipeline_id: int,
+    pipeline: Pipeline,
+    versions: VersionCache,
+) -> tuple[str, tuple[int, ...]]:
+    """The concurrency policy against the runs in flight: the new run's status, and the runs
+    it replaced (Replace); Skip refuses with a Problem."""
     in_flight = [
         r["id"]
         for r in await conn.fetch(
-            "SELECT id FROM runs WHERE pipeline_id = $1 AND status IN ('queued', 'running') ORDER BY id",
-            prow["id"],
+            f"""SELECT id FROM runs WHERE pipeline_id = $1
+                AND status IN ('{RunStatus.QUEUED}', '{RunStatus.RUNNING}') ORDER BY id""",
+            pipeline_id,
         )
     ]
     policy = pipeline.spec.concurrency
-    replaced: tuple[int, ...] = ()
-    status = "running"
-    if in_flight and policy is ConcurrencyPolicy.SKIP:
+    if not in_flight:
+        return RunStatus.RUNNING.value, ()
+    if policy is ConcurrencyPolicy.SKIP:
         raise ProblemsError(
             [
                 problem(
@@ -192,43 +234,66 @@ async def create_run(
                 )
             ]
         )
-    if in_flight and policy is ConcurrencyPolicy.QUEUE:
-        status = "queued"
-    if in_flight and policy is ConcurrencyPolicy.REPLACE:
+    if policy is ConcurrencyPolicy.QUEUE:
+        return RunStatus.QUEUED.value, ()
+    if policy is ConcurrencyPolicy.REPLACE:
         for rid in in_flight:
             await cancel_run(conn, rid, reason="replaced by a newer run", versions=versions)
-        replaced = tuple(in_flight)
+        return RunStatus.RUNNING.value, tuple(in_flight)
+    return RunStatus.RUNNING.value, ()
 
-    priority = (request.priority or pipeline.spec.priority).rank
-    requires = list(pipeline.spec.requires.workers) if pipeline.spec.requires else []
+
+async def _insert_run(
+    conn: asyncpg.Connection,
+    request: RunRequest,
+    prow: asyncpg.Record,
+    *,
+    status: str,
+    params: dict[str, Any],
+    priority: int,
+    requires: list[str],
+) -> int:
     window = request.window
-    run_id: int = await conn.fetchval(
-        """
-        INSERT INTO runs (namespace, pipeline_id, version_id, status, params, priority, requires_workers,
-                          triggered_by_kind, triggered_by_ref, parent_run_id, window_start, window_end,
-                          started_at, last_progress_at, idempotency_key)
-        VALUES ($1, $2, $3, $4::text, $5, $6, $7, $8, $9, $10, $11, $12,
-                CASE WHEN $4::text = 'running' THEN now() END, now(), $13)
+    sql, args = named(
+        f"""
+        INSERT INTO runs (namespace, pipeline_id, version_id, status, params, priority,
+                          requires_workers, triggered_by_kind, triggered_by_ref, parent_run_id,
+                          window_start, window_end, started_at, last_progress_at, idempotency_key)
+        VALUES (:namespace, :pipeline_id, :version_id, :status::text, :params, :priority,
+                :requires, :triggered_by_kind, :triggered_by_ref, :parent_run_id,
+                :window_start, :window_end,
+                CASE WHEN :status::text = '{RunStatus.RUNNING}' THEN now() END, now(),
+                :idempotency_key)
         RETURNING id
         """,
-        request.namespace,
-        prow["id"],
-        prow["current_version_id"],
-        status,
-        params,
-        priority,
-        requires,
-        request.triggered_by_kind,
-        request.triggered_by_ref,
-        request.parent_run_id,
-        window[0] if window else None,
-        window[1] if window else None,
-        request.idempotency_key,
+        namespace=request.namespace,
+        pipeline_id=prow["id"],
+        version_id=prow["current_version_id"],
+        status=status,
+        params=params,
+        priority=priority,
+        requires=requires,
+        triggered_by_kind=request.triggered_by_kind,
+        triggered_by_ref=request.triggered_by_ref,
+        parent_run_id=request.parent_run_id,
+        window_start=window[0] if window else None,
+        window_end=window[1] if window else None,
+        idempotency_key=request.idempotency_key,
     )
-    scope = Scope(params=params, run_id=run_id, scratch="", artifacts="", window=window)
-    grids, problems = _grids(pipeline, scope)
-    if problems:
-        raise ProblemsError(problems)
+    run_id: int = await conn.fetchval(sql, *args)
+    return run_id
+
+
+async def _insert_work(
+    conn: asyncpg.Connection,
+    run_id: int,
+    pipeline: Pipeline,
+    grids: dict[str, list[Any]],
+    *,
+    priority: int,
+    requires: list[str],
+) -> None:
+    """The run's steps, its fan-out grids, and one pending attempt per step or item."""
     names = list(pipeline.spec.steps)
     await conn.execute(
         """INSERT INTO run_steps (run_id, step, items)
@@ -238,48 +303,43 @@ async def create_run(
         [len(grids[n]) if n in grids else -1 for n in names],
     )
     plain = [n for n in names if n not in grids]
-    await conn.execute(
-        """INSERT INTO step_attempts (run_id, step, number, kind, status, priority, requires_workers, block)
-           SELECT $1, s, 1, 'automatic', 'pending', $3, $4, b FROM unnest($2::text[], $5::text[]) AS t(s, b)""",
-        run_id,
-        plain,
-        priority,
-        requires,
-        [pipeline.spec.steps[n].block for n in plain],
+    sql, args = named(
+        f"""INSERT INTO step_attempts (run_id, step, number, kind, status, priority,
+                                       requires_workers, block)
+           SELECT :run_id, s, 1, 'automatic', '{WorkStatus.PENDING}', :priority, :requires, b
+           FROM unnest(:steps::text[], :blocks::text[]) AS t(s, b)""",
+        run_id=run_id,
+        steps=plain,
+        priority=priority,
+        requires=requires,
+        blocks=[pipeline.spec.steps[n].block for n in plain],
     )
+    await conn.execute(sql, *args)
     for name, items in grids.items():
         if not items:
             continue
-        await conn.execute(
-            """
+        sql, args = named(
+            f"""
             WITH items AS (
                 INSERT INTO run_items (run_id, step, index, value)
-                SELECT $1, $2, i - 1, v::jsonb FROM unnest($3::text[]) WITH ORDINALITY AS t(v, i)
+                SELECT :run_id, :step, i - 1, v::jsonb
+                FROM unnest(:values::text[]) WITH ORDINALITY AS t(v, i)
                 RETURNING id, index
             )
             INSERT INTO step_attempts (run_id, run_item_id, step, item_index, number, kind, status,
                                        priority, requires_workers, block)
-            SELECT $1, id, $2, index, 1, 'automatic', 'pending', $4, $5, $6 FROM items
+            SELECT :run_id, id, :step, index, 1, 'automatic', '{WorkStatus.PENDING}', :priority,
+                   :requires, :block
+            FROM items
             """,
-            run_id,
-            name,
-            [json.dumps(v) for v in items],
-            priority,
-            requires,
-            pipeline.spec.steps[name].block,
+            run_id=run_id,
+            step=name,
+            values=[json.dumps(v) for v in items],
+            priority=priority,
+            requires=requires,
+            block=pipeline.spec.steps[name].block,
         )
-    await conn.execute(
-        "INSERT INTO log_entries (run_id, level, message, fields) VALUES ($1, 'info', $2, $3)",
-        run_id,
-        f"run created ({request.triggered_by_kind})"
-        + (", queued behind a run in flight" if status == "queued" else ""),
-        {"pipeline": request.pipeline, "version_id": prow["current_version_id"]},
-    )
-    if status == "running":
-        advanced = await advance_run(conn, run_id, pipeline)
-        if advanced.run_status is not None:
-            status = advanced.run_status
-    return RunCreated(run_id, status, replaced=replaced)
+        await conn.execute(sql, *args)
 
 
 async def start_queued_run(
