@@ -18,6 +18,8 @@ import asyncpg
 from dirigent.engine.manifests import dag
 from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.problems import ProblemsError, problem
+from dirigent.engine.statuses import RunStatus, WorkStatus
+from dirigent.engine.store.named import named
 from dirigent.engine.store.progress import notify_work
 from dirigent.engine.store.versions import VersionCache
 
@@ -52,29 +54,61 @@ async def retry_step(
     )
     if run is None:
         raise ProblemsError([problem("run.not_found", f"run {run_id} does not exist", "run")])
+    earlier = await _earlier_request(conn, run_id, step, idempotency_key)
+    if earlier is not None:
+        return earlier
+    if run["status"] == RunStatus.CANCELLED:
+        raise ProblemsError(
+            [problem("retry.run.cancelled", f"run {run_id} was cancelled; start a new run", "run")]
+        )
+    pipeline = await versions.get(conn, run["version_id"])
+    fan_out = await _retryable(conn, run_id, step, pipeline)
+    ids, targets = await _queue_manual_attempts(conn, run_id, step, fan_out, idempotency_key)
+    await _reopen_step(conn, run_id, step, fan_out)
+    reopened = await _reopen_downstream(conn, run_id, step, pipeline)
+    await conn.execute(
+        f"""UPDATE runs SET status = '{RunStatus.RUNNING}', finished_at = NULL, failed_step = NULL,
+                  error_message = NULL, last_progress_at = now(), stuck_at = NULL WHERE id = $1""",
+        run_id,
+    )
+    await conn.execute(
+        "INSERT INTO log_entries (run_id, step, level, message, fields) VALUES ($1, $2, 'info', $3, $4)",
+        run_id,
+        step,
+        f"manual retry of step {step}" + (f" ({targets} items)" if fan_out else ""),
+        {"attempts": len(ids), "reopened": reopened},
+    )
+    await notify_work(conn)
+    return ManualRetry(ids, created=True)
+
+
+async def _earlier_request(
+    conn: asyncpg.Connection, run_id: int, step: str, idempotency_key: str
+) -> ManualRetry | None:
+    """The attempts an earlier request with this key queued; refused if it named another step."""
     earlier = await conn.fetch(
         "SELECT id, step FROM step_attempts WHERE run_id = $1 AND idempotency_key = $2 ORDER BY id",
         run_id,
         idempotency_key,
     )
-    if earlier:
-        if any(r["step"] != step for r in earlier):
-            raise ProblemsError(
-                [
-                    problem(
-                        "retry.idempotency_key.reused",
-                        f"idempotency key '{idempotency_key}' already retried step "
-                        f"'{earlier[0]['step']}' of run {run_id}; use a new key for another step",
-                        "idempotencyKey",
-                    )
-                ]
-            )
-        return ManualRetry(tuple(r["id"] for r in earlier), created=False)
-    if run["status"] == "cancelled":
+    if not earlier:
+        return None
+    if any(r["step"] != step for r in earlier):
         raise ProblemsError(
-            [problem("retry.run.cancelled", f"run {run_id} was cancelled; start a new run", "run")]
+            [
+                problem(
+                    "retry.idempotency_key.reused",
+                    f"idempotency key '{idempotency_key}' already retried step "
+                    f"'{earlier[0]['step']}' of run {run_id}; use a new key for another step",
+                    "idempotencyKey",
+                )
+            ]
         )
-    pipeline = await versions.get(conn, run["version_id"])
+    return ManualRetry(tuple(r["id"] for r in earlier), created=False)
+
+
+async def _retryable(conn: asyncpg.Connection, run_id: int, step: str, pipeline: Pipeline) -> bool:
+    """Refuse an unknown or unfailed step; returns whether the step is a fan-out."""
     if step not in pipeline.spec.steps:
         raise ProblemsError(
             [problem("retry.step.unknown", f"run {run_id} has no step '{step}'", "step")]
@@ -84,9 +118,9 @@ async def retry_step(
         run_id,
         step,
     )
-    fan_out = state["items"] is not None
-    retryable = state["status"] == "failed" or (
-        fan_out and state["status"] == "succeeded" and state["items_failed"]
+    fan_out: bool = state["items"] is not None
+    retryable = state["status"] == WorkStatus.FAILED or (
+        fan_out and state["status"] == WorkStatus.SUCCEEDED and state["items_failed"]
     )
     if not retryable:
         raise ProblemsError(
@@ -99,13 +133,22 @@ async def retry_step(
                 )
             ]
         )
-    # The work to redo: the step itself, or its failed items (and, under FailFast, the items
-    # the failure cancelled before they ran).
+    return fan_out
+
+
+async def _queue_manual_attempts(
+    conn: asyncpg.Connection, run_id: int, step: str, fan_out: bool, idempotency_key: str
+) -> tuple[tuple[int, ...], int]:
+    """One queued manual attempt per target; returns their ids and how many targets there were.
+
+    The work to redo: the step itself, or its failed items (and, under FailFast, the items
+    the failure cancelled before they ran).
+    """
     targets = await conn.fetch(
-        """SELECT DISTINCT ON (item_index) item_index, run_item_id, number, block, priority, requires_workers
+        f"""SELECT DISTINCT ON (item_index) item_index, run_item_id, number, block, priority, requires_workers
            FROM step_attempts WHERE run_id = $1 AND step = $2
              AND ($3 = false OR run_item_id IN (SELECT id FROM run_items WHERE run_id = $1 AND step = $2
-                                                AND status IN ('failed', 'cancelled')))
+                                                AND status IN ('{WorkStatus.FAILED}', '{WorkStatus.CANCELLED}')))
            ORDER BY item_index, number DESC""",
         run_id,
         step,
@@ -116,65 +159,62 @@ async def retry_step(
         run_id,
         len(targets),
     )
-    ids = await conn.fetch(
-        """INSERT INTO step_attempts (run_id, run_item_id, step, item_index, number, kind, status, priority,
-                                      requires_workers, block, available_at, fair_seq, idempotency_key)
-           SELECT $1, t.item, $2, t.idx, t.num + 1, 'manual', 'queued', t.prio, t.req::jsonb, t.block, now(),
-                  $3 + t.ord, $4
-           FROM unnest($5::bigint[], $6::int[], $7::int[], $8::smallint[], $9::text[], $10::text[])
+    sql, args = named(
+        f"""INSERT INTO step_attempts (run_id, run_item_id, step, item_index, number, kind, status,
+                                      priority, requires_workers, block, available_at, fair_seq,
+                                      idempotency_key)
+           SELECT :run_id, t.item, :step, t.idx, t.num + 1, 'manual', '{WorkStatus.QUEUED}', t.prio,
+                  t.req::jsonb, t.block, now(), :seq + t.ord, :idempotency_key
+           FROM unnest(:items::bigint[], :indexes::int[], :numbers::int[], :priorities::smallint[],
+                       :requires::text[], :blocks::text[])
                 WITH ORDINALITY AS t(item, idx, num, prio, req, block, ord)
            RETURNING id""",
-        run_id,
-        step,
-        seq,
-        idempotency_key,
-        [t["run_item_id"] for t in targets],
-        [t["item_index"] for t in targets],
-        [t["number"] for t in targets],
-        [t["priority"] for t in targets],
-        [json.dumps(t["requires_workers"]) for t in targets],
-        [t["block"] for t in targets],
+        run_id=run_id,
+        step=step,
+        seq=seq,
+        idempotency_key=idempotency_key,
+        items=[t["run_item_id"] for t in targets],
+        indexes=[t["item_index"] for t in targets],
+        numbers=[t["number"] for t in targets],
+        priorities=[t["priority"] for t in targets],
+        requires=[json.dumps(t["requires_workers"]) for t in targets],
+        blocks=[t["block"] for t in targets],
     )
-    if fan_out:
-        counts = await conn.fetchrow(
-            """WITH old AS (SELECT id, status FROM run_items
-                            WHERE run_id = $1 AND step = $2 AND status IN ('failed', 'cancelled')),
-               r AS (UPDATE run_items i SET status = 'queued', finished_at = NULL, error_message = NULL
-                     FROM old WHERE i.id = old.id RETURNING old.status AS was)
-               SELECT count(*) FILTER (WHERE was = 'failed') AS f, count(*) AS n FROM r""",
-            run_id,
-            step,
-        )
+    ids = await conn.fetch(sql, *args)
+    return tuple(r["id"] for r in ids), len(targets)
+
+
+async def _reopen_step(conn: asyncpg.Connection, run_id: int, step: str, fan_out: bool) -> None:
+    """The retried step runs again; a fan-out's failed and cancelled items are queued again and
+    its counters give them back."""
+    if not fan_out:
         await conn.execute(
-            """UPDATE run_steps SET status = 'running', finished_at = NULL, with_errors = false,
-                      items_failed = items_failed - $3, items_cancelled = items_cancelled - ($4 - $3)
+            f"""UPDATE run_steps SET status = '{WorkStatus.RUNNING}', finished_at = NULL
                WHERE run_id = $1 AND step = $2""",
             run_id,
             step,
-            counts["f"],
-            counts["n"],
         )
-    else:
-        await conn.execute(
-            "UPDATE run_steps SET status = 'running', finished_at = NULL WHERE run_id = $1 AND step = $2",
-            run_id,
-            step,
-        )
-    reopened = await _reopen_downstream(conn, run_id, step, pipeline)
-    await conn.execute(
-        """UPDATE runs SET status = 'running', finished_at = NULL, failed_step = NULL, error_message = NULL,
-                  last_progress_at = now(), stuck_at = NULL WHERE id = $1""",
-        run_id,
-    )
-    await conn.execute(
-        "INSERT INTO log_entries (run_id, step, level, message, fields) VALUES ($1, $2, 'info', $3, $4)",
+        return
+    counts = await conn.fetchrow(
+        f"""WITH old AS (SELECT id, status FROM run_items
+                        WHERE run_id = $1 AND step = $2 AND status IN ('{WorkStatus.FAILED}', '{WorkStatus.CANCELLED}')),
+           r AS (UPDATE run_items i SET status = '{WorkStatus.QUEUED}', finished_at = NULL, error_message = NULL
+                 FROM old WHERE i.id = old.id RETURNING old.status AS was)
+           SELECT count(*) FILTER (WHERE was = '{WorkStatus.FAILED}') AS f, count(*) AS n FROM r""",
         run_id,
         step,
-        f"manual retry of step {step}" + (f" ({len(targets)} items)" if fan_out else ""),
-        {"attempts": len(ids), "reopened": reopened},
     )
-    await notify_work(conn)
-    return ManualRetry(tuple(r["id"] for r in ids), created=True)
+    sql, args = named(
+        f"""UPDATE run_steps SET status = '{WorkStatus.RUNNING}', finished_at = NULL, with_errors = false,
+                  items_failed = items_failed - :failed,
+                  items_cancelled = items_cancelled - (:reopened - :failed)
+           WHERE run_id = :run_id AND step = :step""",
+        run_id=run_id,
+        step=step,
+        failed=counts["f"],
+        reopened=counts["n"],
+    )
+    await conn.execute(sql, *args)
 
 
 async def _reopen_downstream(

@@ -14,7 +14,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
-from dirigent.engine.manifests.pipeline import Pipeline
+from dirigent.engine.manifests.pipeline import Pipeline, Step
 from dirigent.engine.manifests.references import has_references
 from dirigent.engine.plugins import BlockEntry, Catalog
 from dirigent.engine.problems import Problem, problem
@@ -109,60 +109,78 @@ def check_against_catalog(
                     block=step.block,
                 )
             )
-        validator = Draft202012Validator(entry.config_schema)
-        config_ok = True
-        for err in validator.iter_errors(step.config):
-            path = list(err.absolute_path)
-            if _deferred(step.config, path):
-                continue
-            config_ok = False
-            out.append(
-                problem(
-                    "pipeline.config.invalid",
-                    f"config does not fit block '{step.block}': {err.message}",
-                    *where,
-                    "config",
-                    *path,
-                    block=step.block,
-                )
+        out += _check_config(entry, step, where, connections)
+    return out
+
+
+def _check_config(
+    entry: BlockEntry, step: Step, where: tuple[str, ...], connections: Collection[str] | None
+) -> list[Problem]:
+    """A step's config against its block: the schema, the connection it names, and (when it
+    fits) the block's own model and ``check_config``."""
+    out = _schema_problems(entry, step, where)
+    config_ok = not out
+    connection = step.config.get("connection")
+    if (
+        connections is not None
+        and isinstance(connection, str)
+        and not has_references(connection)
+        and connection not in connections
+    ):
+        out.append(
+            problem(
+                "pipeline.connection.unknown",
+                f"connection '{connection}' does not exist in this namespace",
+                *where,
+                "config",
+                "connection",
+                connection=connection,
             )
-        connection = step.config.get("connection")
-        if (
-            connections is not None
-            and isinstance(connection, str)
-            and not has_references(connection)
-            and connection not in connections
-        ):
-            out.append(
-                problem(
-                    "pipeline.connection.unknown",
-                    f"connection '{connection}' does not exist in this namespace",
-                    *where,
-                    "config",
-                    "connection",
-                    connection=connection,
-                )
+        )
+    if config_ok and _holds_reference(step.config):
+        out += _check_partial(entry, step.config, where)
+    if config_ok and not _holds_reference(step.config):
+        out += _model_problems(entry, step, where)
+    return out
+
+
+def _schema_problems(entry: BlockEntry, step: Step, where: tuple[str, ...]) -> list[Problem]:
+    """The config against the block's JSON schema, but for values a reference fills at run time."""
+    out: list[Problem] = []
+    for err in Draft202012Validator(entry.config_schema).iter_errors(step.config):
+        path = list(err.absolute_path)
+        if _deferred(step.config, path):
+            continue
+        out.append(
+            problem(
+                "pipeline.config.invalid",
+                f"config does not fit block '{step.block}': {err.message}",
+                *where,
+                "config",
+                *path,
+                block=step.block,
             )
-        if config_ok and _holds_reference(step.config):
-            out += _check_partial(entry, step.config, where)
-        if config_ok and not _holds_reference(step.config):
-            try:
-                config = entry.block.config_model.model_validate(step.config)
-            except ValidationError as err:
-                for e in err.errors(include_url=False):
-                    out.append(
-                        problem(
-                            "pipeline.config.invalid",
-                            f"config: {e['msg']}",
-                            *where,
-                            "config",
-                            *[p for p in e["loc"]],
-                        )
-                    )
-                continue
-            for issue in entry.block.check_config(config):
-                loc = tuple(issue.location) if issue.location else ()
-                out.append(
-                    problem(issue.code, issue.message, *where, "config", *loc, **issue.params)
-                )
+        )
+    return out
+
+
+def _model_problems(entry: BlockEntry, step: Step, where: tuple[str, ...]) -> list[Problem]:
+    """A config with no references, through the block's model and then its ``check_config``."""
+    try:
+        config = entry.block.config_model.model_validate(step.config)
+    except ValidationError as err:
+        return [
+            problem(
+                "pipeline.config.invalid",
+                f"config: {e['msg']}",
+                *where,
+                "config",
+                *[p for p in e["loc"]],
+            )
+            for e in err.errors(include_url=False)
+        ]
+    out: list[Problem] = []
+    for issue in entry.block.check_config(config):
+        loc = tuple(issue.location) if issue.location else ()
+        out.append(problem(issue.code, issue.message, *where, "config", *loc, **issue.params))
     return out
