@@ -32,3 +32,18 @@ async def eventually(
         if loop.time() > deadline:
             raise AssertionError(f"{what} did not hold within {timeout}s; last value: {value!r}")
         await asyncio.sleep(every)
+
+
+async def until(
+    check: Callable[[], object],
+    *,
+    timeout: float = 20.0,
+    every: float = 0.05,
+    what: str = "condition",
+) -> None:
+    """``eventually`` for a condition that needs no awaiting (a file exists, a flag is set)."""
+
+    async def probe() -> object:
+        return check()
+
+    await eventually(probe, timeout=timeout, every=every, what=what)

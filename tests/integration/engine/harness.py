@@ -25,6 +25,7 @@ from dirigent.engine.plugins import discover
 from dirigent.engine.runtime.worker import Worker
 from dirigent.engine.store.pool import Database, asyncpg_dsn
 from dirigent.engine.store.runs import RunCreated
+from tests.waiting import eventually
 
 TERMINAL = ("succeeded", "completed_with_errors", "failed", "cancelled")
 
@@ -75,16 +76,15 @@ class Harness:
             return str(await conn.fetchval("SELECT status FROM runs WHERE id = $1", run_id))
 
     async def until_settled(self, run_id: int, timeout: float = 20.0) -> str:
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
+        try:
+            return await eventually(
+                lambda: self.status(run_id), lambda s: s in TERMINAL, timeout=timeout
+            )
+        except AssertionError:
             status = await self.status(run_id)
-            if status in TERMINAL:
-                return status
-            if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError(
-                    f"run {run_id} still {status} after {timeout}s: {await self.steps(run_id)}"
-                )
-            await asyncio.sleep(0.05)
+            raise AssertionError(
+                f"run {run_id} still {status} after {timeout}s: {await self.steps(run_id)}"
+            ) from None
 
     async def steps(self, run_id: int) -> dict[str, str]:
         async with self.pool.acquire() as conn:

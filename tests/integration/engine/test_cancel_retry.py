@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from dirigent.engine.runtime.cancelling import cancel_run
 from dirigent.engine.store.pool import in_transaction
 from dirigent.engine.store.retrying import retry_step
 from tests.integration.engine.harness import Harness
+from tests.waiting import eventually, until
 
 
 async def test_cancel_settles_everything_in_one_go_and_tells_remote_work(
@@ -32,14 +32,15 @@ spec:
     async with h.workers(1, heartbeat=__import__("datetime").timedelta(milliseconds=200)) as [
         worker
     ]:
-        async with asyncio.timeout(20):
-            while not (log.exists() and (tmp_path / "events.log").exists()):
-                await asyncio.sleep(0.05)
-            while (
-                await h.fetchval("SELECT status FROM step_attempts WHERE step = 'remote'")
-                != "waiting"
-            ):
-                await asyncio.sleep(0.05)
+        await until(
+            lambda: log.exists() and (tmp_path / "events.log").exists(),
+            what="busy started and the remote job submitted",
+        )
+        await eventually(
+            lambda: h.fetchval("SELECT status FROM step_attempts WHERE step = 'remote'"),
+            lambda status: status == "waiting",
+            what="the remote attempt waiting",
+        )
         told = await cancel_run(
             h.pool,
             run.run_id,
@@ -53,9 +54,7 @@ spec:
         statuses = {a["step"]: a["status"] for a in await h.attempts(run.run_id)}
         assert statuses == {"remote": "cancelled", "busy": "cancelled", "later": "cancelled"}
         # The worker holding `busy` notices at its next heartbeat and stops the block call.
-        async with asyncio.timeout(10):
-            while worker._tasks:
-                await asyncio.sleep(0.05)
+        await until(lambda: not worker._tasks, timeout=10, what="the busy call stopped")
     assert "cancel" in [ln.split()[0] for ln in (tmp_path / "events.log").read_text().splitlines()]
     assert [ln.split()[0] for ln in log.read_text().splitlines()] == ["start"]  # never finished
     assert await h.status(run.run_id) == "cancelled"  # the abandoned call recorded nothing

@@ -11,7 +11,8 @@ import pytest
 from dirigent.engine import Engine, ProblemsError, RunFilter, RunRequest
 from dirigent.engine.manifests.loading import parse_manifest, read_text
 from dirigent.engine.manifests.pipeline import Pipeline
-from dirigent.engine.views import EngineEvent
+from dirigent.engine.store.events import events_after, latest_position
+from dirigent.engine.views import EngineEvent, encode_cursor
 from tests.integration.engine.harness import Harness
 from tests.waiting import eventually
 
@@ -216,8 +217,11 @@ async def test_subscribe_sees_every_transition_and_resumes_without_loss_or_repea
 ) -> None:
     engine = h.engine
     await engine.apply(manifest(LINEAR), "default")
-    async with collecting(engine, poll=0.05) as live:
-        await asyncio.sleep(0)
+    # Start from a position taken before the run exists, so the subscription cannot begin
+    # after the run's first transition however late its task gets going.
+    async with h.pool.acquire() as conn:
+        start = encode_cursor(*await latest_position(conn))
+    async with collecting(engine, cursor=start, poll=0.05) as live:
         run = await engine.start_run(RunRequest("default", "p", {"word": "x"}))
         async with h.workers(1):
             await h.until_settled(run.run_id)
@@ -255,8 +259,15 @@ async def test_an_event_that_commits_late_is_not_skipped(h: Harness) -> None:
         await slow.start()
         await conn.execute("UPDATE runs SET status = 'cancelled' WHERE id = $1", early.run_id)
         await h.execute("UPDATE runs SET status = 'cancelled' WHERE id = $1", late.run_id)
-        # The late run's event is committed, but it is above an open transaction: held back.
-        await asyncio.sleep(0.3)
+        # The late run's event is committed, but it is above an open transaction: the read
+        # every subscription makes holds it back (read here directly, rather than hoping a
+        # subscriber would have seen it by some time).
+        async with h.pool.acquire() as reader:
+            held = await events_after(
+                reader, after=(0, 0), namespace=None, run_id=late.run_id, limit=100
+            )
+        # Its creation committed before the slow transaction began; its cancel is held back.
+        assert [e.status for e in held if e.entity == "run"] == ["running"]
         assert [e.run_id for e in live if e.entity == "run"] == []
         await slow.commit()
         got = await eventually(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import subprocess
 import urllib.request
@@ -11,6 +10,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.engine.harness import Harness, spawn_worker
+from tests.waiting import eventually
 
 
 def free_port() -> int:
@@ -50,21 +50,20 @@ spec:
     )
     run = await h.run("metered")
     assert await h.until_settled(run.run_id, timeout=60) == "failed"
-    async with asyncio.timeout(10):
-        while True:
-            try:
-                metrics = scrape(port)
-            except OSError:
-                await asyncio.sleep(0.1)
-                continue
-            if metrics.get(
-                (
-                    "dirigent_runs_finished_total",
-                    (("namespace", "default"), ("pipeline", "metered"), ("state", "failed")),
-                )
-            ):
-                break
-            await asyncio.sleep(0.1)
+    finished = (
+        "dirigent_runs_finished_total",
+        (("namespace", "default"), ("pipeline", "metered"), ("state", "failed")),
+    )
+
+    async def scraped() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        try:
+            return scrape(port)
+        except OSError:  # not serving yet
+            return {}
+
+    metrics = await eventually(
+        scraped, lambda m: bool(m.get(finished)), timeout=10, every=0.1, what="runs_finished"
+    )
     assert (
         metrics[("dirigent_attempts_total", (("block", "core.noop"), ("outcome", "succeeded")))]
         == 3

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from tests.integration.engine.harness import Harness, spawn_worker
+from tests.waiting import eventually, until
 
 
 async def test_a_step_timeout_cancels_the_call_and_fails_transient(h: Harness) -> None:
@@ -41,12 +42,16 @@ async def test_workers_register_heartbeat_and_stop_cleanly(
         extra={"DIRIGENT_WORKER_TAGS": "gpu,eu", "DIRIGENT_HEARTBEAT_INTERVAL": "200ms"},
     )
     processes.append(proc)
-    async with asyncio.timeout(30):
-        while not await h.fetchval("SELECT count(*) FROM workers"):
-            await asyncio.sleep(0.1)
-        first_seen = await h.fetchval("SELECT last_seen_at FROM workers")
-        while await h.fetchval("SELECT last_seen_at FROM workers") == first_seen:
-            await asyncio.sleep(0.1)
+    await eventually(
+        lambda: h.fetchval("SELECT count(*) FROM workers"), timeout=30, what="the worker row"
+    )
+    first_seen = await h.fetchval("SELECT last_seen_at FROM workers")
+    await eventually(
+        lambda: h.fetchval("SELECT last_seen_at FROM workers"),
+        lambda seen: seen != first_seen,
+        timeout=30,
+        what="a heartbeat",
+    )
     row = await h.fetchval(
         "SELECT row(hostname <> '', version, plugins, tags, concurrency, status)::text FROM workers"
     )
@@ -71,9 +76,7 @@ spec:
     run = await h.run("long")
     proc = spawn_worker(db_url, tmp_path / "art")
     processes.append(proc)
-    async with asyncio.timeout(30):
-        while not log.exists():
-            await asyncio.sleep(0.05)
+    await until(log.exists, timeout=30, what="the block call started")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
     [work] = await h.attempts(run.run_id, "work")

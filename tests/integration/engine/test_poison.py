@@ -3,7 +3,6 @@ attempt that produced them; never a batch re-executed forever."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import signal
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 from dirigent.engine.manifests.loading import parse_manifest, read_text
 from dirigent.engine.problems import ProblemsError
 from tests.integration.engine.harness import Harness, spawn_worker
+from tests.waiting import eventually
 
 FAN = """
 apiVersion: dirigent.dev/v1alpha1
@@ -47,7 +47,6 @@ async def test_one_unstorable_output_fails_its_attempt_alone_and_nothing_runs_tw
         1, lease=dt.timedelta(seconds=1), heartbeat=dt.timedelta(milliseconds=300)
     ):
         assert await h.until_settled(run.run_id, timeout=15) == "completed_with_errors"
-        await asyncio.sleep(0)
     items = {a["item_index"]: a for a in await h.attempts(run.run_id, "each")}
     assert len(items) == 7, "one attempt per item: nothing was retried"
     assert (items[1]["status"], items[1]["error_code"], items[1]["error_class"]) == (
@@ -142,14 +141,19 @@ spec:
                 proc.kill()
                 proc.wait()
         assert proc.returncode == -signal.SIGKILL
+
         # The sweeper (in this process; no claim loop) recovers the expired lease.
-        deadline = asyncio.get_running_loop().time() + 10
-        while await h.fetchval(
-            "SELECT count(*) FROM step_attempts WHERE status = 'running' AND step = 'boom'"
-        ):
-            assert asyncio.get_running_loop().time() < deadline, "lease never recovered"
+        async def still_leased() -> int:
             await sweeper.sweep()
-            await asyncio.sleep(0.2)
+            return int(
+                await h.fetchval(
+                    "SELECT count(*) FROM step_attempts WHERE status = 'running' AND step = 'boom'"
+                )
+            )
+
+        await eventually(
+            still_leased, lambda n: n == 0, timeout=10, every=0.2, what="the lease recovered"
+        )
     async with h.workers(1):
         assert await h.until_settled(run.run_id) == "failed"
     [boom] = await h.attempts(run.run_id, "boom")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import signal
 import subprocess
@@ -27,9 +26,12 @@ spec:
     after: {{block: testing.record, dependsOn: [each], config: {{path: "{log}"}}}}
 """)
     processes += [spawn_worker(db_url, tmp_path / "art"), spawn_worker(db_url, tmp_path / "art")]
-    async with asyncio.timeout(60):  # both compete from the first attempt on
-        while await h.fetchval("SELECT count(*) FROM workers WHERE status = 'active'") < 2:
-            await asyncio.sleep(0.1)
+    await eventually(  # both compete from the first attempt on
+        lambda: h.fetchval("SELECT count(*) FROM workers WHERE status = 'active'"),
+        lambda n: n >= 2,
+        timeout=60,
+        what="two active workers",
+    )
     runs = [await h.run("many") for _ in range(2)]
     for run in runs:
         assert await h.until_settled(run.run_id, timeout=120) == "succeeded"
@@ -103,7 +105,6 @@ spec:
         await h.until_settled(high.run_id)
     order = [ln.split()[2] for ln in log.read_text().splitlines() if ln.startswith("start")]
     assert order == ["high_step"] * 3 + ["low_step"] * 3
-    await asyncio.sleep(0)
 
 
 async def test_tag_routing_claims_only_what_a_worker_can_run(h: Harness) -> None:
@@ -116,9 +117,20 @@ spec:
   steps:
     train: {block: core.noop}
 """)
+    await h.apply("""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: anywhere}
+spec:
+  steps:
+    work: {block: core.noop}
+""")
     run = await h.run("gpu")
+    witness = await h.run("anywhere")
     async with h.workers(1, tags=["cpu"]):
-        await asyncio.sleep(1.0)
+        # The cpu worker claimed the witness, queued after the gpu attempt: a claim pass that
+        # took the witness would have taken the gpu attempt too, had the tags matched.
+        assert await h.until_settled(witness.run_id) == "succeeded"
         assert await h.status(run.run_id) == "running"  # nobody here carries the gpu tag
     async with h.workers(1, tags=["gpu", "eu"]):
         assert await h.until_settled(run.run_id) == "succeeded"

@@ -7,6 +7,7 @@ import asyncio
 from dirigent.engine.store import runs as runs_store
 from dirigent.engine.store.pool import in_transaction
 from tests.integration.engine.harness import Harness
+from tests.waiting import eventually
 
 QUEUED = """
 apiVersion: dirigent.dev/v1alpha1
@@ -43,15 +44,15 @@ async def test_two_sweepers_starting_queued_runs_at_once_start_one(h: Harness) -
                 return await runs_store.start_queued_run(b, pipeline_id, h.versions)
 
         task = asyncio.create_task(other())
-        deadline = asyncio.get_running_loop().time() + 10
-        while not task.done():
-            waiting = await h.fetchval(
-                "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", b_pid
+
+        async def blocked() -> bool:
+            return task.done() or bool(
+                await h.fetchval(
+                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", b_pid
+                )
             )
-            if waiting:
-                break
-            assert asyncio.get_running_loop().time() < deadline
-            await asyncio.sleep(0.02)
+
+        await eventually(blocked, timeout=10, every=0.02, what="the second sweeper on the lock")
         await tx.commit()
         assert await task is None, "the second sweeper must see the run the first started"
     assert await running(h) == 1

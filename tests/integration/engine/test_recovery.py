@@ -8,12 +8,12 @@ committed handle is never submitted twice.
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import subprocess
 from pathlib import Path
 
 from tests.integration.engine.harness import Harness, spawn_worker
+from tests.waiting import until
 
 FAST_LEASES = {
     "DIRIGENT_LEASE_DURATION": "2s",
@@ -23,11 +23,13 @@ FAST_LEASES = {
 
 
 async def wait_for_line(path: Path, prefix: str, timeout: float = 30) -> None:
-    async with asyncio.timeout(timeout):
-        while not (
+    await until(
+        lambda: (
             path.exists() and any(ln.startswith(prefix) for ln in path.read_text().splitlines())
-        ):
-            await asyncio.sleep(0.05)
+        ),
+        timeout=timeout,
+        what=f"a line starting {prefix!r} in {path.name}",
+    )
 
 
 async def test_a_worker_killed_mid_block_call_is_recovered_and_the_run_finishes(

@@ -3,11 +3,12 @@ ends an attempt holding a handle tells the remote to cancel."""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from dirigent.engine.runtime.cancelling import cancel_run
 from tests.integration.engine.harness import Harness
+from tests.waiting import eventually
 
 
 def remote(
@@ -38,11 +39,8 @@ def kinds(tmp: Path) -> list[str]:
     return [e[0] for e in events(tmp)]
 
 
-async def wait_for(check: object, timeout: float = 15.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():  # type: ignore[operator]
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
+async def wait_for(check: Callable[[], Awaitable[object]], timeout: float = 15.0) -> None:
+    await eventually(check, timeout=timeout)
 
 
 async def test_probe_errors_keep_the_handle_and_probe_again(h: Harness, tmp_path: Path) -> None:

@@ -3,10 +3,10 @@ a retry is a new attempt row due in the future — no worker sleeps."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 
 from tests.integration.engine.harness import Harness
+from tests.waiting import eventually
 
 
 def pipeline(
@@ -61,13 +61,11 @@ async def test_a_retry_is_a_row_due_later_not_a_sleeping_worker(h: Harness) -> N
     await h.apply(pipeline("transient", times=1, max_attempts=2, backoff="1h", cap="2h"))
     run = await h.run("r")
     async with h.workers(1):
-        for _ in range(200):
-            if (
-                await h.fetchval("SELECT count(*) FROM step_attempts WHERE run_id = $1", run.run_id)
-                == 2
-            ):
-                break
-            await asyncio.sleep(0.05)
+        await eventually(
+            lambda: h.fetchval("SELECT count(*) FROM step_attempts WHERE run_id = $1", run.run_id),
+            lambda n: n == 2,
+            what="the retry's row",
+        )
     first, second = await h.attempts(run.run_id)
     assert first["status"] == "failed" and second["status"] == "queued"
     delay = second["available_at"] - first["finished_at"]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from tests.integration.engine.harness import Harness
+from tests.waiting import eventually, until
 
 
 def remote(tmp: Path, **config: object) -> str:
@@ -60,8 +60,7 @@ async def test_a_vanished_job_fails_transient_after_consecutive_gone_probes(
     await h.apply(remote(tmp_path, polls=1000))
     run = await h.run("remote")
     async with h.workers(1):
-        while not list(tmp_path.glob("job-*.json")):
-            await asyncio.sleep(0.02)
+        await until(lambda: list(tmp_path.glob("job-*.json")), what="the job submitted")
         for job in tmp_path.glob("job-*.json"):
             job.unlink()
         assert await h.until_settled(run.run_id) == "failed"
@@ -87,11 +86,13 @@ async def test_a_sensor_waits_as_a_row_and_keeps_message_progress_and_cursor(h: 
     await h.apply(sensor(pokes=1000))
     run = await h.run("sense")
     async with h.workers(1):
-        for _ in range(200):
-            [wait] = await h.attempts(run.run_id, "wait")
-            if wait["status"] == "waiting" and (wait["cursor"] or {}).get("pokes", 0) >= 3:
-                break
-            await asyncio.sleep(0.05)
+        await eventually(
+            lambda: h.attempts(run.run_id, "wait"),
+            lambda rows: (
+                rows[0]["status"] == "waiting" and (rows[0]["cursor"] or {}).get("pokes", 0) >= 3
+            ),
+            what="three pokes",
+        )
     [wait] = await h.attempts(run.run_id, "wait")
     assert wait["status"] == "waiting"
     assert wait["number"] == 1  # NotYet spends no retry budget: still the first attempt
@@ -165,8 +166,9 @@ spec:
 """)
     await h.run("keep")
     async with h.workers(1):
-        while not path.exists() or len(path.read_text().splitlines()) < 5:
-            await asyncio.sleep(0.05)
+        await until(
+            lambda: path.exists() and len(path.read_text().splitlines()) >= 5, what="five pokes"
+        )
     lines = path.read_text().splitlines()
     assert sum(ln.startswith("first") for ln in lines) == 1, lines
 

@@ -18,6 +18,7 @@ from dirigent.engine.plugins import discover
 from dirigent.engine.store.pool import Database
 from tests.integration.engine.conftest import processes
 from tests.integration.engine.harness import Harness
+from tests.waiting import until
 
 __all__ = ["processes"]
 
@@ -64,11 +65,7 @@ async def serve(app: Any) -> AsyncIterator[str]:
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     )
     task = asyncio.create_task(server.serve())
-    deadline = asyncio.get_running_loop().time() + 10
-    while not server.started:
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("the loopback server did not start")
-        await asyncio.sleep(0.01)
+    await until(lambda: server.started, timeout=10, every=0.01, what="the loopback server")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

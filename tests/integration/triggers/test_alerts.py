@@ -3,7 +3,6 @@ retried against a flaky loopback receiver; reports rendered at settle."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from fastapi.responses import JSONResponse
 from dirigent.engine import ProblemsError
 from tests.integration.engine.harness import Harness
 from tests.integration.triggers.conftest import serve
+from tests.waiting import eventually
 
 PIPELINE = """
 apiVersion: dirigent.dev/v1alpha1
@@ -66,10 +66,7 @@ class Receiver:
 
 
 async def until(condition: Any, timeout: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await condition():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
+    await eventually(condition, timeout=timeout)
 
 
 async def setup(

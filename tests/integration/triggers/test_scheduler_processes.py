@@ -3,14 +3,16 @@ SIGKILLed leader is replaced by the one that waited."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tests.integration.engine.harness import Harness
+from tests.waiting import eventually
 
 SCHEDULES = 50
 LEADER_SQL = """
@@ -35,14 +37,8 @@ def spawn_scheduler(db_url: str, root: Path, log: Path) -> subprocess.Popen[byte
     )
 
 
-async def wait_for(h: Harness, sql: str, check: object, timeout: float) -> object:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await h.fetchval(sql)
-        if check(value):  # type: ignore[operator]
-            return value
-        assert asyncio.get_running_loop().time() < deadline, f"timed out; last {value!r}"
-        await asyncio.sleep(0.05)
+async def wait_for(h: Harness, sql: str, check: Callable[[Any], bool], timeout: float) -> object:
+    return await eventually(lambda: h.fetchval(sql), check, timeout=timeout, what=sql)
 
 
 async def test_two_schedulers_never_double_fire_and_a_killed_leader_is_replaced(

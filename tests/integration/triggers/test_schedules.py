@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from dirigent.engine import ProblemsError
 from tests.integration.engine.harness import Harness
+from tests.waiting import eventually, until
 
 PIPELINE = """
 apiVersion: dirigent.dev/v1alpha1
@@ -235,10 +237,12 @@ async def test_a_one_second_interval_fires_for_real(h: Harness, tmp_path: Path) 
     scheduler = h.engine.scheduler(tick=0.2)
     task = asyncio.create_task(scheduler.run())
     try:
-        deadline = asyncio.get_running_loop().time() + 15
-        while await h.fetchval("SELECT count(*) FROM runs") < 3:
-            assert asyncio.get_running_loop().time() < deadline, "3 firings did not happen"
-            await asyncio.sleep(0.05)
+        await eventually(
+            lambda: h.fetchval("SELECT count(*) FROM runs"),
+            lambda n: n >= 3,
+            timeout=15,
+            what="3 firings",
+        )
         assert scheduler.is_leader
     finally:
         scheduler.stop()
@@ -256,7 +260,11 @@ async def test_a_second_scheduler_waits_for_the_lock(h: Harness, tmp_path: Path)
     try:
         await _until(lambda: first.is_leader)
         tasks.append(asyncio.create_task(second.run()))
-        await asyncio.sleep(0.3)  # give the second every chance to (wrongly) lead
+        # Wait until the second has asked for the lock and been refused: a scheduler session
+        # whose last statement was the try-lock, now idle, holding no advisory lock.
+        await eventually(
+            lambda: h.fetchval(REFUSED_SESSIONS), lambda n: n >= 1, what="a refused try-lock"
+        )
         assert not second.is_leader
         first.stop()
         await tasks[0]
@@ -267,8 +275,13 @@ async def test_a_second_scheduler_waits_for_the_lock(h: Harness, tmp_path: Path)
         await asyncio.gather(*tasks)
 
 
-async def _until(condition: object, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():  # type: ignore[operator]
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
+REFUSED_SESSIONS = """
+SELECT count(*) FROM pg_stat_activity a
+WHERE a.application_name LIKE 'dirigent-scheduler:%' AND a.state = 'idle'
+  AND a.query LIKE '%pg_try_advisory_lock%'
+  AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory')
+"""
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    await until(condition, timeout=timeout, every=0.02)
