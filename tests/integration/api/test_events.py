@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import httpx
@@ -13,6 +12,7 @@ from dirigent.api.client import StreamEvent
 from dirigent.api.streams import StreamSettings
 from dirigent.engine import Engine
 from tests.integration.api.conftest import TOKEN, Api, served
+from tests.waiting import eventually
 
 SLOW_FAN_OUT = """
 apiVersion: dirigent.dev/v1alpha1
@@ -112,10 +112,10 @@ async def test_open_streams_are_budgeted_per_principal(db_url: str, tmp_path: Pa
                 third = await http.get(path)
                 assert third.status_code == 429
                 assert third.json()["code"] == "stream.budget.exceeded"
+
             # Closing the two gives their budget back once the server sees them go.
-            async with asyncio.timeout(10):
-                while True:
-                    async with http.stream("GET", path) as again:
-                        if again.status_code == 200:
-                            break
-                    await asyncio.sleep(0.05)
+            async def reopens() -> bool:
+                async with http.stream("GET", path) as again:
+                    return again.status_code == 200
+
+            await eventually(reopens, timeout=10, what="the stream budget given back")

@@ -14,6 +14,7 @@ import yaml
 from dirigent.api.client import ApiError
 from dirigent.engine.manifests.loading import parse_manifest
 from tests.integration.api.conftest import TOKEN, Api
+from tests.waiting import eventually
 
 FAN_OUT = """
 apiVersion: dirigent.dev/v1alpha1
@@ -188,10 +189,10 @@ async def test_catalog_workers_and_system_info(api: Api) -> None:
     assert "core.echo" in blocks and blocks["core.echo"].config_schema["type"] == "object"
     assert blocks["testing.unsafe"].local_execution
     async with api.h.workers(1):
-        async with asyncio.timeout(10):
-            while not (await api.client.list_workers()).items:
-                await asyncio.sleep(0.05)
-        workers = (await api.client.list_workers()).items
+        listed = await eventually(
+            api.client.list_workers, lambda page: bool(page.items), timeout=10, what="a worker"
+        )
+        workers = listed.items
     assert workers[0].status == "active"
     info = await api.client.system_info()
     assert info.blocks == len(blocks) and info.schema_revision

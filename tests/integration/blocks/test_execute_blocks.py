@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import os
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 from dirigent.blocks.timing import WindowConfig, window_state
 from tests.integration.blocks.test_http import pipeline, run_one
 from tests.integration.engine.harness import Harness
+from tests.waiting import eventually, until
 
 UNSAFE = frozenset({"shell.run"})
 
@@ -52,22 +52,28 @@ async def test_shell_run_fails_with_the_exit_code(h: Harness) -> None:
     assert sh["error_params"]["stderr_tail"] == "bad\n"
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 async def _pid_gone(pid: int, timeout: float = 10.0) -> bool:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        await asyncio.sleep(0.05)
-    return False
+    try:
+        await until(lambda: not _alive(pid), timeout=timeout, what=f"process {pid} gone")
+    except AssertionError:
+        return False
+    return True
 
 
 async def _read_pid(path: Path, timeout: float = 10.0) -> int:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not (path.exists() and path.read_text().strip()):
-        assert asyncio.get_running_loop().time() < deadline, "the command never started"
-        await asyncio.sleep(0.05)
+    await until(
+        lambda: path.exists() and path.read_text().strip(),
+        timeout=timeout,
+        what="the command started",
+    )
     return int(path.read_text())
 
 
@@ -167,13 +173,18 @@ async def test_cancelling_the_parent_cancels_the_child(h: Harness) -> None:
     )
     run = await h.run("parent")
     async with h.workers(1):
-        deadline = asyncio.get_running_loop().time() + 10
-        while (await h.fetchval("SELECT count(*) FROM runs")) < 2:
-            assert asyncio.get_running_loop().time() < deadline
-            await asyncio.sleep(0.05)
-        while (await h.attempts(run.run_id, "call"))[0]["status"] != "waiting":
-            assert asyncio.get_running_loop().time() < deadline
-            await asyncio.sleep(0.05)
+        await eventually(
+            lambda: h.fetchval("SELECT count(*) FROM runs"),
+            lambda n: n >= 2,
+            timeout=10,
+            what="the child run",
+        )
+        await eventually(
+            lambda: h.attempts(run.run_id, "call"),
+            lambda rows: rows[0]["status"] == "waiting",
+            timeout=10,
+            what="the parent's call waiting",
+        )
         await h.engine.cancel_run(h.namespace, run.run_id, reason="test")
     child = await h.fetchval("SELECT id FROM runs WHERE parent_run_id = $1", run.run_id)
     assert await h.status(child) == "cancelled"

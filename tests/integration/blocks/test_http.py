@@ -141,7 +141,7 @@ async def test_a_timeout_is_transient(h: Harness, server: Server) -> None:
     import asyncio
 
     async def slow(request: web.Request) -> web.Response:
-        await asyncio.sleep(2)
+        await asyncio.sleep(2)  # the slowness is the thing under test: past the step's timeout
         return web.Response(text="late")
 
     server.routes["/slow"] = slow

@@ -14,7 +14,7 @@ from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.store.events import events_after, latest_position
 from dirigent.engine.views import EngineEvent, encode_cursor
 from tests.integration.engine.harness import Harness
-from tests.waiting import eventually
+from tests.waiting import until
 
 LINEAR = """
 apiVersion: dirigent.dev/v1alpha1
@@ -225,9 +225,8 @@ async def test_subscribe_sees_every_transition_and_resumes_without_loss_or_repea
         run = await engine.start_run(RunRequest("default", "p", {"word": "x"}))
         async with h.workers(1):
             await h.until_settled(run.run_id)
-        await eventually(
-            lambda: asyncio.sleep(0, live),
-            lambda got: any(e.entity == "run" and e.status == "succeeded" for e in got),
+        await until(
+            lambda: any(e.entity == "run" and e.status == "succeeded" for e in live),
             what="the run's succeeded event",
         )
     mine = [e for e in live if e.run_id == run.run_id]
@@ -240,11 +239,7 @@ async def test_subscribe_sees_every_transition_and_resumes_without_loss_or_repea
 
     middle = mine[2]
     async with collecting(engine, run_id=run.run_id, cursor=middle.cursor, poll=0.05) as resumed:
-        await eventually(
-            lambda: asyncio.sleep(0, resumed),
-            lambda got: len(got) >= len(mine) - 3,
-            what="the resumed events",
-        )
+        await until(lambda: len(resumed) >= len(mine) - 3, what="the resumed events")
     assert [key(e) for e in resumed] == [key(e) for e in mine[3:]]
 
 
@@ -270,9 +265,8 @@ async def test_an_event_that_commits_late_is_not_skipped(h: Harness) -> None:
         assert [e.status for e in held if e.entity == "run"] == ["running"]
         assert [e.run_id for e in live if e.entity == "run"] == []
         await slow.commit()
-        got = await eventually(
-            lambda: asyncio.sleep(0, [e.run_id for e in live if e.entity == "run"]),
-            lambda ids: len(ids) == 2,
-            what="both cancellations",
+        await until(
+            lambda: len([e for e in live if e.entity == "run"]) == 2, what="both cancellations"
         )
+        got = [e.run_id for e in live if e.entity == "run"]
     assert sorted(got) == sorted([early.run_id, late.run_id])
