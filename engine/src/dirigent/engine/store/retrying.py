@@ -19,6 +19,7 @@ from dirigent.engine.manifests import dag
 from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.problems import ProblemsError, problem
 from dirigent.engine.statuses import RunStatus, WorkStatus
+from dirigent.engine.store.logs import log_run
 from dirigent.engine.store.named import named
 from dirigent.engine.store.progress import notify_work
 from dirigent.engine.store.versions import VersionCache
@@ -71,12 +72,13 @@ async def retry_step(
                   error_message = NULL, last_progress_at = now(), stuck_at = NULL WHERE id = $1""",
         run_id,
     )
-    await conn.execute(
-        "INSERT INTO log_entries (run_id, step, level, message, fields) VALUES ($1, $2, 'info', $3, $4)",
+    await log_run(
+        conn,
         run_id,
-        step,
+        "info",
         f"manual retry of step {step}" + (f" ({targets} items)" if fan_out else ""),
         {"attempts": len(ids), "reopened": reopened},
+        step=step,
     )
     await notify_work(conn)
     return ManualRetry(ids, created=True)

@@ -24,6 +24,7 @@ from dirigent.engine.plugins import Catalog
 from dirigent.engine.problems import Problem, ProblemsError, problem
 from dirigent.engine.resolving import Scope, UnresolvedReference, resolve
 from dirigent.engine.statuses import RunStatus, WorkStatus
+from dirigent.engine.store.logs import log_run
 from dirigent.engine.store.named import named
 from dirigent.engine.store.progress import advance_run, notify_work
 from dirigent.engine.store.versions import VersionCache
@@ -157,9 +158,10 @@ async def create_run(
     if problems:
         raise ProblemsError(problems)
     await _insert_work(conn, run_id, pipeline, grids, priority=priority, requires=requires)
-    await conn.execute(
-        "INSERT INTO log_entries (run_id, level, message, fields) VALUES ($1, 'info', $2, $3)",
+    await log_run(
+        conn,
         run_id,
+        "info",
         f"run created ({request.triggered_by_kind})"
         + (", queued behind a run in flight" if status == RunStatus.QUEUED else ""),
         {"pipeline": request.pipeline, "version_id": prow["current_version_id"]},
@@ -426,12 +428,7 @@ async def cancel_run(
         run_id,
         reason,
     )
-    await conn.execute(
-        "INSERT INTO log_entries (run_id, level, message, fields) VALUES ($1, 'warning', $2, $3)",
-        run_id,
-        f"run cancelled: {reason}",
-        {"reason": reason},
-    )
+    await log_run(conn, run_id, "warning", f"run cancelled: {reason}", {"reason": reason})
     await start_queued_run(conn, row["pipeline_id"], versions)
     await notify_work(conn)
     return [dict(h) for h in handles if h["handle"] is not None]
