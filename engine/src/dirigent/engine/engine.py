@@ -162,9 +162,9 @@ class Engine:
         """Connect, check the schema is current, and close everything on the way out."""
         url = url or settings.require_database_url()
         await require_head(url)
-        database = await Database.connect(
-            url, max_size=pool_size or settings.worker_concurrency + 4
-        )
+        # The connection budget is its own setting: blocks hold no connection while they
+        # run, so a worker at concurrency 64 shares a few short transactions between them.
+        database = await Database.connect(url, max_size=pool_size or settings.database_pool_size)
         try:
             yield cls(settings, database, catalog or discover())
         finally:
