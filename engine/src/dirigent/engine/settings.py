@@ -95,6 +95,12 @@ class EngineSettings(BaseSettings):
         default=None,
         description="postgresql+asyncpg:// URL; optional when an embedded server is used.",
     )
+    database_direct_url: str | None = Field(
+        default=None,
+        description="Direct PostgreSQL URL for session-bound connections (LISTEN, the "
+        "scheduler's leader lock, the schema check). Set it when databaseUrl points at "
+        "PgBouncer in transaction mode; the pool then caches no prepared statements.",
+    )
     secret_key: SecretStr | None = Field(
         default=None,
         description="32-byte AES-GCM key for connection secrets: 64 hex digits or base64.",
