@@ -137,6 +137,7 @@ class Engine:
     ) -> None:
         self.settings = settings
         self.url = database.url
+        self.direct_url = database.direct_url  # LISTEN and advisory locks: never a pooler
         self.catalog = catalog
         self.storage = FileStorage(settings.artifact_root)
         self.sealer = (
@@ -161,9 +162,12 @@ class Engine:
     ) -> AsyncIterator[Engine]:
         """Connect, check the schema is current, and close everything on the way out."""
         url = url or settings.require_database_url()
-        await require_head(url)
+        direct = settings.database_direct_url if url == settings.database_url else None
+        await require_head(direct or url)
+        # The connection budget is its own setting: blocks hold no connection while they
+        # run, so a worker at concurrency 64 shares a few short transactions between them.
         database = await Database.connect(
-            url, max_size=pool_size or settings.worker_concurrency + 4
+            url, max_size=pool_size or settings.database_pool_size, direct_url=direct
         )
         try:
             yield cls(settings, database, catalog or discover())
@@ -435,7 +439,9 @@ class Engine:
     def worker(self, **overrides: Any) -> Worker:
         """A worker on this engine's pool and catalog; ``overrides`` adjust its config."""
         config = dataclasses.replace(worker_config(self.settings), **overrides)
-        return Worker(self._db.pool, asyncpg_dsn(self.url), self.catalog, self.storage, config)
+        return Worker(
+            self._db.pool, asyncpg_dsn(self.direct_url), self.catalog, self.storage, config
+        )
 
     # --- operator status -------------------------------------------------------------
 
@@ -469,7 +475,7 @@ class Engine:
             tick=self.settings.scheduler_tick, grace=self.settings.scheduler_misfire_grace
         )
         config = dataclasses.replace(config, **overrides)
-        return Scheduler(self._db.pool, asyncpg_dsn(self.url), self._create_run, config)
+        return Scheduler(self._db.pool, asyncpg_dsn(self.direct_url), self._create_run, config)
 
     async def receive_webhook(
         self, token: str, *, headers: Mapping[str, str], body: AsyncIterator[bytes]
@@ -663,7 +669,7 @@ class Engine:
             raise EngineUnavailable(f"the database does not answer: {err}") from None
 
     async def system_info(self) -> SystemInfo:
-        revision = await current_revision(self.url)
+        revision = await current_revision(self.direct_url)
         return SystemInfo(
             version=_version(),
             schema_revision=revision,

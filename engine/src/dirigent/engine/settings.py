@@ -95,6 +95,12 @@ class EngineSettings(BaseSettings):
         default=None,
         description="postgresql+asyncpg:// URL; optional when an embedded server is used.",
     )
+    database_direct_url: str | None = Field(
+        default=None,
+        description="Direct PostgreSQL URL for session-bound connections (LISTEN, the "
+        "scheduler's leader lock, the schema check). Set it when databaseUrl points at "
+        "PgBouncer in transaction mode; the pool then caches no prepared statements.",
+    )
     secret_key: SecretStr | None = Field(
         default=None,
         description="32-byte AES-GCM key for connection secrets: 64 hex digits or base64.",
@@ -103,6 +109,12 @@ class EngineSettings(BaseSettings):
     enabled_unsafe_blocks: CsvList = Field(default_factory=list)
     inline_artifact_max: Bytes = Field(default=65536, ge=0)
     worker_concurrency: int = Field(default=8, ge=1)
+    database_pool_size: int = Field(
+        default=10,
+        ge=2,
+        description="Most pooled PostgreSQL connections one process opens, whatever its "
+        "worker concurrency (a worker adds one LISTEN connection; see docs/performance.md).",
+    )
     worker_tags: CsvList = Field(default_factory=list)
     poll_interval: Seconds = Field(default=1.0, gt=0)
     lease_duration: Span = dt.timedelta(seconds=30)

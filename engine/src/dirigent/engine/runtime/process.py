@@ -42,7 +42,7 @@ async def run_worker(settings: EngineSettings, url: str | None = None) -> None:
     """Run one worker until SIGTERM/SIGINT; then finish or hand back what it holds."""
     url = url or settings.require_database_url()
     config = worker_config(settings)
-    pool = await create_pool(url, max_size=config.concurrency + 4)
+    pool = await create_pool(url, max_size=settings.database_pool_size)
     try:
         metrics = WorkerMetrics()
         if settings.metrics_port is not None:

@@ -20,7 +20,7 @@ from dirigent.engine.manifests.enums import ConcurrencyPolicy
 from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.progression import fan_out_outcome
 from dirigent.engine.store.claims import Claimed
-from dirigent.engine.store.progress import advance_run, notify_work
+from dirigent.engine.store.progress import advance_runs, notify_work
 from dirigent.engine.store.runs import start_queued_run
 from dirigent.engine.store.versions import VersionCache
 
@@ -258,201 +258,269 @@ async def settle_many(
 ) -> list[Settled]:
     """Record attempts' outcomes and everything they imply, in the caller's transaction.
 
-    Batching is what lets a worker keep pace with a wide fan-out: the runs involved are
-    locked once, in id order (so two batches can never deadlock on each other), and each
-    kind of write is one statement for the whole batch.
+    Batching is what lets a worker keep pace with a wide fan-out and with many small runs:
+    the runs involved are locked once, in id order (so two batches can never deadlock on
+    each other), and each kind of write is one statement for the whole batch, whatever the
+    number of runs in it: record, retry, count items, settle steps, advance runs.
     """
     if not outcomes:
         return []
     worker_ids = {o.worker_id for o in outcomes}
     assert len(worker_ids) == 1, "a batch comes from one worker"
-    run_ids = sorted({o.attempt.run_id for o in outcomes})
     pipelines = {o.attempt.id: await versions.get(conn, o.attempt.version_id) for o in outcomes}
     await lock_batch(conn, [o.attempt for o in outcomes], versions)
-    # Lock in id order (no two batches deadlock), and note progress in the same statement.
-    locked = {
-        r["id"]: r
-        for r in await conn.fetch(
-            """WITH l AS (SELECT id FROM runs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE)
-               UPDATE runs r SET last_progress_at = now(), stuck_at = NULL FROM l WHERE r.id = l.id
-               RETURNING r.id, r.pipeline_id, r.version_id""",
-            run_ids,
-        )
-    }
+    locked = await _note_progress(conn, sorted({o.attempt.run_id for o in outcomes}))
     retrying = {o.attempt.id for o in outcomes if _will_retry(o, pipelines[o.attempt.id])}
+    accepted = await _record(conn, outcomes, next(iter(worker_ids)), retrying)
+    results: dict[int, Settled] = {o.attempt.id: Settled(discarded=True) for o in outcomes}
+    live = [o for o in outcomes if o.attempt.id in accepted and o.attempt.run_id in locked]
+    if not live:
+        return [results[o.attempt.id] for o in outcomes]
+    retries = [o.attempt for o in live if o.attempt.id in retrying]
+    retry_at = await _queue_retries(conn, [(a, pipelines[a.id]) for a in retries])
+    for o in live:
+        at = retry_at.get(o.attempt.id)
+        results[o.attempt.id] = Settled() if at is None else Settled(retry_at=at)
+    kept = [o for o in live if o.attempt.id not in retrying]
+    terminal = {
+        (o.attempt.run_id, o.attempt.step): (o.status, False)
+        for o in kept
+        if o.attempt.run_item_id is None
+    }
+    counted = [o for o in kept if o.attempt.run_item_id is not None]
+    terminal.update(await _count_items(conn, counted, locked, versions))
+    await _settle_steps(conn, terminal)
+    settled = await _advance(conn, sorted({r for r, _ in terminal}), locked, versions)
+    for o in live:
+        if o.attempt.run_id in settled:
+            results[o.attempt.id] = Settled(run_status=settled[o.attempt.run_id])
+    return [results[o.attempt.id] for o in outcomes]
+
+
+async def _note_progress(conn: asyncpg.Connection, run_ids: list[int]) -> dict[int, asyncpg.Record]:
+    """Lock the runs in id order (no two batches deadlock) and note progress, one statement."""
+    rows = await conn.fetch(
+        """WITH l AS (SELECT id FROM runs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE)
+           UPDATE runs r SET last_progress_at = now(), stuck_at = NULL FROM l WHERE r.id = l.id
+           RETURNING r.id, r.pipeline_id, r.version_id""",
+        run_ids,
+    )
+    return {r["id"]: r for r in rows}
+
+
+async def _record(
+    conn: asyncpg.Connection, outcomes: list[Outcome], worker_id: str, retrying: set[int]
+) -> set[int]:
+    """One statement records the whole batch: attempts, artifacts, logs and items.
+
+    Everything but the attempt update is filtered by the attempts it actually updated, so
+    an attempt that is no longer ours writes nothing. Returns the ids recorded.
+    """
     logs = [(o.attempt, ln) for o in outcomes for ln in o.logs]
     arts = [(o.attempt, o.artifact) for o in outcomes if o.artifact is not None]
     items = [
         o for o in outcomes if o.attempt.run_item_id is not None and o.attempt.id not in retrying
     ]
-    # One statement records the whole batch; everything but the attempt update is filtered by
-    # the attempts it actually updated, so an attempt that is no longer ours writes nothing.
-    accepted = {
-        r["id"]
-        for r in await conn.fetch(
-            """
-            WITH u AS (
-                UPDATE step_attempts a
-                SET status = u.status, input = COALESCE(u.input::jsonb, a.input), output = u.output::jsonb,
-                    error_class = u.error_class, error_code = u.error_code, error_message = u.error_message,
-                    error_params = u.error_params::jsonb, finished_at = now(), lease_owner = NULL,
-                    lease_expires_at = NULL
-                FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                            $7::text[], $8::text[]) AS u(id, status, input, output, error_class, error_code,
-                                                          error_message, error_params)
-                WHERE a.id = u.id AND a.lease_owner = $9 AND a.status = 'running'
-                RETURNING a.id
-            ),
-            arts AS (
-                INSERT INTO artifact_refs (run_id, attempt_id, name, content_type, size, digest, inline, uri)
-                SELECT r, a, n, c, z, d, i::jsonb, uri
-                FROM unnest($10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::bigint[],
-                            $15::text[], $16::text[], $17::text[]) AS t(r, a, n, c, z, d, i, uri)
-                WHERE t.a IN (SELECT id FROM u)
-            ),
-            logs AS (
-                INSERT INTO log_entries (run_id, attempt_id, run_item_id, step, level, message, fields)
-                SELECT r, a, i, s, l, m, f::jsonb
-                FROM unnest($18::bigint[], $19::bigint[], $20::bigint[], $21::text[], $22::text[],
-                            $23::text[], $24::text[]) AS t(r, a, i, s, l, m, f)
-                WHERE t.a IN (SELECT id FROM u)
-            ),
-            items AS (
-                UPDATE run_items i SET status = t.status, finished_at = now(), error_message = t.error
-                FROM unnest($25::bigint[], $26::bigint[], $27::text[], $28::text[]) AS t(id, a, status, error)
-                WHERE i.id = t.id AND t.a IN (SELECT id FROM u)
-            )
-            SELECT id FROM u
-            """,
-            [o.attempt.id for o in outcomes],
-            [o.status for o in outcomes],
-            [_json(o.input) for o in outcomes],
-            [_json(o.output) for o in outcomes],
-            [o.error_class for o in outcomes],
-            [o.error_code for o in outcomes],
-            [o.error_message for o in outcomes],
-            [_json(o.error_params) for o in outcomes],
-            next(iter(worker_ids)),
-            [c.run_id for c, _ in arts],
-            [c.id for c, _ in arts],
-            [x.name for _, x in arts],
-            [x.content_type for _, x in arts],
-            [x.size for _, x in arts],
-            [x.digest for _, x in arts],
-            [_json(x.inline) if x.uri is None else None for _, x in arts],
-            [x.uri for _, x in arts],
-            *_log_columns(logs),
-            [o.attempt.run_item_id for o in items],
-            [o.attempt.id for o in items],
-            [o.status for o in items],
-            [o.error_message for o in items],
+    rows = await conn.fetch(
+        """
+        WITH u AS (
+            UPDATE step_attempts a
+            SET status = u.status, input = COALESCE(u.input::jsonb, a.input), output = u.output::jsonb,
+                error_class = u.error_class, error_code = u.error_code, error_message = u.error_message,
+                error_params = u.error_params::jsonb, finished_at = now(), lease_owner = NULL,
+                lease_expires_at = NULL
+            FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                        $7::text[], $8::text[]) AS u(id, status, input, output, error_class, error_code,
+                                                      error_message, error_params)
+            WHERE a.id = u.id AND a.lease_owner = $9 AND a.status = 'running'
+            RETURNING a.id
+        ),
+        arts AS (
+            INSERT INTO artifact_refs (run_id, attempt_id, name, content_type, size, digest, inline, uri)
+            SELECT r, a, n, c, z, d, i::jsonb, uri
+            FROM unnest($10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::bigint[],
+                        $15::text[], $16::text[], $17::text[]) AS t(r, a, n, c, z, d, i, uri)
+            WHERE t.a IN (SELECT id FROM u)
+        ),
+        logs AS (
+            INSERT INTO log_entries (run_id, attempt_id, run_item_id, step, level, message, fields)
+            SELECT r, a, i, s, l, m, f::jsonb
+            FROM unnest($18::bigint[], $19::bigint[], $20::bigint[], $21::text[], $22::text[],
+                        $23::text[], $24::text[]) AS t(r, a, i, s, l, m, f)
+            WHERE t.a IN (SELECT id FROM u)
+        ),
+        items AS (
+            UPDATE run_items i SET status = t.status, finished_at = now(), error_message = t.error
+            FROM unnest($25::bigint[], $26::bigint[], $27::text[], $28::text[]) AS t(id, a, status, error)
+            WHERE i.id = t.id AND t.a IN (SELECT id FROM u)
         )
-    }
-    results: dict[int, Settled] = {o.attempt.id: Settled(discarded=True) for o in outcomes}
-    live = [o for o in outcomes if o.attempt.id in accepted and o.attempt.run_id in locked]
-    if not live:
-        return [results[o.attempt.id] for o in outcomes]
-    retry_logs: list[tuple[Claimed, LogLine]] = []
+        SELECT id FROM u
+        """,
+        [o.attempt.id for o in outcomes],
+        [o.status for o in outcomes],
+        [_json(o.input) for o in outcomes],
+        [_json(o.output) for o in outcomes],
+        [o.error_class for o in outcomes],
+        [o.error_code for o in outcomes],
+        [o.error_message for o in outcomes],
+        [_json(o.error_params) for o in outcomes],
+        worker_id,
+        [c.run_id for c, _ in arts],
+        [c.id for c, _ in arts],
+        [x.name for _, x in arts],
+        [x.content_type for _, x in arts],
+        [x.size for _, x in arts],
+        [x.digest for _, x in arts],
+        [_json(x.inline) if x.uri is None else None for _, x in arts],
+        [x.uri for _, x in arts],
+        *_log_columns(logs),
+        [o.attempt.run_item_id for o in items],
+        [o.attempt.id for o in items],
+        [o.status for o in items],
+        [o.error_message for o in items],
+    )
+    return {r["id"] for r in rows}
 
-    counted: list[Outcome] = []
+
+async def _queue_retries(
+    conn: asyncpg.Connection, retries: list[tuple[Claimed, Pipeline]]
+) -> dict[int, datetime]:
+    """Each failed attempt the policy retries gets its successor, due after its backoff.
+
+    One statement for the batch: successors are numbered for fairness after their run's
+    earlier work (each run's counter moves past all of its retries at once), and one log
+    line per retry says when. Returns each failed attempt's retry time; a zero delay wakes
+    idle workers.
+    """
+    if not retries:
+        return {}
+    delays = [backoff_delay(p, a.step, a.number) for a, p in retries]
+    rows = await conn.fetch(
+        """
+        WITH t AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::interval[]) AS t(run_id, id, delay)),
+        n AS (SELECT run_id, count(*) AS n FROM t GROUP BY run_id),
+        seq AS (
+            UPDATE runs r SET queued_seq = r.queued_seq + n.n FROM n WHERE r.id = n.run_id
+            RETURNING r.id, r.queued_seq - n.n AS base
+        ),
+        ord AS (SELECT t.*, row_number() OVER (PARTITION BY t.run_id ORDER BY t.id) AS rn FROM t)
+        INSERT INTO step_attempts (run_id, run_item_id, step, item_index, number, kind, status, priority,
+                                   requires_workers, block, available_at, fair_seq)
+        SELECT a.run_id, a.run_item_id, a.step, a.item_index, a.number + 1, 'automatic', 'queued', a.priority,
+               a.requires_workers, a.block, now() + ord.delay, seq.base + ord.rn
+        FROM ord JOIN step_attempts a ON a.id = ord.id JOIN seq ON seq.id = ord.run_id
+        RETURNING run_id, step, item_index, available_at
+        """,
+        [a.run_id for a, _ in retries],
+        [a.id for a, _ in retries],
+        delays,
+    )
+    due = {(r["run_id"], r["step"], r["item_index"]): r["available_at"] for r in rows}
+    logs = [
+        (
+            a,
+            LogLine(
+                "warning",
+                f"attempt {a.number} failed; retrying in {d.total_seconds():.1f}s",
+                {"attempt": a.number, "delay_s": round(d.total_seconds(), 3)},
+            ),
+        )
+        for (a, _), d in zip(retries, delays, strict=True)
+    ]
+    await _write_log_batch(conn, logs)
+    if any(d <= timedelta(0) for d in delays):
+        await notify_work(conn)
+    return {a.id: due[(a.run_id, a.step, a.item_index)] for a, _ in retries}
+
+
+async def _count_items(
+    conn: asyncpg.Connection,
+    counted: list[Outcome],
+    locked: dict[int, asyncpg.Record],
+    versions: VersionCache,
+) -> dict[tuple[int, str], tuple[str, bool]]:
+    """Fan-out items settled: add them to their steps' counters in one statement, and
+    return the steps whose counters now settle them (FailFast cancels the rest)."""
+    if not counted:
+        return {}
+    groups: dict[tuple[int, str], dict[str, int]] = {}
+    for o in counted:
+        counts = groups.setdefault(
+            (o.attempt.run_id, o.attempt.step), {"succeeded": 0, "failed": 0, "skipped": 0}
+        )
+        counts[o.status] += 1
+    keys = sorted(groups)
+    rows = await conn.fetch(
+        """UPDATE run_steps s SET items_succeeded = s.items_succeeded + t.ok,
+                  items_failed = s.items_failed + t.failed, items_skipped = s.items_skipped + t.skipped
+           FROM unnest($1::bigint[], $2::text[], $3::int[], $4::int[], $5::int[])
+                AS t(run_id, step, ok, failed, skipped)
+           WHERE s.run_id = t.run_id AND s.step = t.step AND s.status = 'running'
+           RETURNING s.run_id, s.step, s.items, s.items_succeeded, s.items_failed, s.items_skipped,
+                     s.items_cancelled""",
+        [r for r, _ in keys],
+        [s for _, s in keys],
+        [groups[k]["succeeded"] for k in keys],
+        [groups[k]["failed"] for k in keys],
+        [groups[k]["skipped"] for k in keys],
+    )
+    # A step missing from the rows already settled (FailFast): nothing more to decide.
     terminal: dict[tuple[int, str], tuple[str, bool]] = {}
-    notify = False
-    for o in live:
-        a = o.attempt
-        pipeline = pipelines[a.id]
-        if a.id in retrying:
-            delay = backoff_delay(pipeline, a.step, a.number)
-            retry_at: datetime = await conn.fetchval(
-                """
-                WITH seq AS (UPDATE runs SET queued_seq = queued_seq + 1 WHERE id = $1 RETURNING queued_seq)
-                INSERT INTO step_attempts (run_id, run_item_id, step, item_index, number, kind, status, priority,
-                                           requires_workers, block, available_at, fair_seq)
-                SELECT run_id, run_item_id, step, item_index, number + 1, 'automatic', 'queued', priority,
-                       requires_workers, block, now() + $3::interval, (SELECT queued_seq FROM seq)
-                FROM step_attempts WHERE id = $2
-                RETURNING available_at
-                """,
-                a.run_id,
-                a.id,
-                delay,
-            )
-            retry_logs.append(
-                (
-                    a,
-                    LogLine(
-                        "warning",
-                        f"attempt {a.number} failed; retrying in {delay.total_seconds():.1f}s",
-                        {"attempt": a.number, "delay_s": round(delay.total_seconds(), 3)},
-                    ),
-                )
-            )
-            notify = notify or delay <= timedelta(0)
-            results[a.id] = Settled(retry_at=retry_at)
-        elif a.run_item_id is not None:
-            counted.append(o)
-            results[a.id] = Settled()
-        else:
-            terminal[(a.run_id, a.step)] = (o.status, False)
-            results[a.id] = Settled()
-    await _write_log_batch(conn, retry_logs)
-
-    if counted:
-        groups: dict[tuple[int, str], dict[str, int]] = {}
-        for o in counted:
-            counts = groups.setdefault(
-                (o.attempt.run_id, o.attempt.step), {"succeeded": 0, "failed": 0, "skipped": 0}
-            )
-            counts[o.status] += 1
-        for (run_id, step_name), counts in sorted(groups.items()):
-            row = await conn.fetchrow(
-                """UPDATE run_steps SET items_succeeded = items_succeeded + $3, items_failed = items_failed + $4,
-                          items_skipped = items_skipped + $5
-                   WHERE run_id = $1 AND step = $2 AND status = 'running'
-                   RETURNING items, items_succeeded, items_failed, items_skipped, items_cancelled""",
-                run_id,
-                step_name,
-                counts["succeeded"],
-                counts["failed"],
-                counts["skipped"],
-            )
-            if row is None:  # the step already settled (FailFast): nothing more to decide
-                continue
-            pipeline = await versions.get(conn, locked[run_id]["version_id"])
-            status, with_errors = fan_out_outcome(
-                pipeline.spec.steps[step_name].on_item_failure,
-                row["items"],
-                row["items_succeeded"],
-                row["items_failed"],
-                row["items_skipped"],
-                row["items_cancelled"],
-            )
-            if status == "failed":
-                await _cancel_open_items(conn, run_id, step_name)
-            if status is not None:
-                terminal[(run_id, step_name)] = (status, with_errors)
-
-    for (run_id, step_name), (status, with_errors) in sorted(terminal.items()):
-        await conn.execute(
-            """UPDATE run_steps SET status = $3, with_errors = $4, finished_at = now()
-               WHERE run_id = $1 AND step = $2""",
-            run_id,
-            step_name,
-            status,
-            with_errors,
-        )
-    for run_id in sorted({run_id for run_id, _ in terminal}):
+    for row in sorted(rows, key=lambda r: (r["run_id"], r["step"])):
+        run_id, step_name = row["run_id"], row["step"]
         pipeline = await versions.get(conn, locked[run_id]["version_id"])
-        advanced = await advance_run(conn, run_id, pipeline)
-        if advanced.run_status is None:
+        status, with_errors = fan_out_outcome(
+            pipeline.spec.steps[step_name].on_item_failure,
+            row["items"],
+            row["items_succeeded"],
+            row["items_failed"],
+            row["items_skipped"],
+            row["items_cancelled"],
+        )
+        if status == "failed":
+            await _cancel_open_items(conn, run_id, step_name)
+        if status is not None:
+            terminal[(run_id, step_name)] = (status, with_errors)
+    return terminal
+
+
+async def _settle_steps(
+    conn: asyncpg.Connection, terminal: dict[tuple[int, str], tuple[str, bool]]
+) -> None:
+    """Steps that reached their end take their status, one statement for all of them."""
+    if not terminal:
+        return
+    keys = sorted(terminal)
+    await conn.execute(
+        """UPDATE run_steps s SET status = t.status, with_errors = t.with_errors, finished_at = now()
+           FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bool[]) AS t(run_id, step, status, with_errors)
+           WHERE s.run_id = t.run_id AND s.step = t.step""",
+        [r for r, _ in keys],
+        [s for _, s in keys],
+        [terminal[k][0] for k in keys],
+        [terminal[k][1] for k in keys],
+    )
+
+
+async def _advance(
+    conn: asyncpg.Connection,
+    run_ids: list[int],
+    locked: dict[int, asyncpg.Record],
+    versions: VersionCache,
+) -> dict[int, str]:
+    """Advance every run a settled step touched, set-based; a run settling under the Queue
+    policy starts its pipeline's next queued run. Returns the runs that settled."""
+    runs = [(r, await versions.get(conn, locked[r]["version_id"])) for r in run_ids]
+    advanced = await advance_runs(conn, runs)
+    settled: dict[int, str] = {}
+    for run_id, pipeline in runs:
+        status = advanced[run_id].run_status
+        if status is None:
             continue
+        settled[run_id] = status
         if pipeline.spec.concurrency is ConcurrencyPolicy.QUEUE:
             await start_queued_run(conn, locked[run_id]["pipeline_id"], versions)
-        for o in live:
-            if o.attempt.run_id == run_id:
-                results[o.attempt.id] = Settled(run_status=advanced.run_status)
-    if notify:
-        await notify_work(conn)
-    return [results[o.attempt.id] for o in outcomes]
+    return settled
 
 
 async def _cancel_open_items(conn: asyncpg.Connection, run_id: int, step: str) -> None:

@@ -61,9 +61,14 @@ async def _keep(conn: asyncpg.Connection) -> None:
     """
 
 
-async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+async def create_pool(
+    url: str, *, min_size: int = 1, max_size: int = 10, behind_pooler: bool = False
+) -> asyncpg.Pool:
+    """``behind_pooler``: the URL is PgBouncer in transaction mode, where a named prepared
+    statement made on one server connection is unknown on the next: none are cached."""
+    extra: dict[str, Any] = {"statement_cache_size": 0} if behind_pooler else {}
     pool = await asyncpg.create_pool(
-        asyncpg_dsn(url), min_size=min_size, max_size=max_size, init=_init, reset=_keep
+        asyncpg_dsn(url), min_size=min_size, max_size=max_size, init=_init, reset=_keep, **extra
     )
     assert pool is not None
     return pool
@@ -91,18 +96,21 @@ class Database:
     returned to a pool (and, behind PgBouncer in transaction mode, a direct one).
     """
 
-    def __init__(self, url: str, pool: asyncpg.Pool) -> None:
+    def __init__(self, url: str, pool: asyncpg.Pool, direct_url: str | None = None) -> None:
         self.url = url
         self.pool = pool
+        # Session-bound connections (LISTEN, advisory locks) go here: the server itself.
+        self.direct_url = direct_url or url
         self._listener: asyncpg.Connection | None = None
 
     @classmethod
-    async def connect(cls, url: str, *, max_size: int) -> Database:
+    async def connect(cls, url: str, *, max_size: int, direct_url: str | None = None) -> Database:
+        """``direct_url`` set means ``url`` is a transaction-mode pooler (PgBouncer)."""
         try:
-            pool = await create_pool(url, max_size=max_size)
+            pool = await create_pool(url, max_size=max_size, behind_pooler=direct_url is not None)
         except (OSError, asyncpg.PostgresError) as err:
             raise EngineUnavailable(f"cannot connect to the database: {err}") from None
-        return cls(url, pool)
+        return cls(url, pool, direct_url)
 
     async def transaction(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         return await in_transaction(self.pool, fn)
@@ -114,7 +122,7 @@ class Database:
     async def listen(self, channel: str, callback: Callable[[], None]) -> None:
         """Call ``callback`` on every NOTIFY on ``channel`` (one shared listener connection)."""
         if self._listener is None:
-            self._listener = await asyncpg.connect(asyncpg_dsn(self.url))
+            self._listener = await asyncpg.connect(asyncpg_dsn(self.direct_url))
         await self._listener.add_listener(channel, lambda *_: callback())
 
     async def close(self) -> None:

@@ -9,6 +9,7 @@ workers finishing at once would otherwise meet).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import asyncpg
@@ -35,12 +36,25 @@ async def notify_work(conn: asyncpg.Connection) -> None:
 async def step_states(
     conn: asyncpg.Connection, run_id: int
 ) -> tuple[dict[str, StepState], dict[str, int | None]]:
+    return (await _step_states_many(conn, [run_id])).get(run_id, ({}, {}))
+
+
+async def _step_states_many(
+    conn: asyncpg.Connection, run_ids: list[int]
+) -> dict[int, tuple[dict[str, StepState], dict[str, int | None]]]:
+    """Every step's state and item count for many runs, as one statement."""
+    out: dict[int, tuple[dict[str, StepState], dict[str, int | None]]] = {
+        r: ({}, {}) for r in run_ids
+    }
     rows = await conn.fetch(
-        "SELECT step, status, with_errors, items FROM run_steps WHERE run_id = $1", run_id
+        "SELECT run_id, step, status, with_errors, items FROM run_steps WHERE run_id = ANY($1)",
+        run_ids,
     )
-    states = {r["step"]: StepState(r["status"], r["with_errors"]) for r in rows}
-    items = {r["step"]: r["items"] for r in rows}
-    return states, items
+    for r in rows:
+        states, items = out[r["run_id"]]
+        states[r["step"]] = StepState(r["status"], r["with_errors"])
+        items[r["step"]] = r["items"]
+    return out
 
 
 def plan(pipeline: Pipeline, states: dict[str, StepState], items: dict[str, int | None]) -> Advance:
@@ -66,81 +80,128 @@ def plan(pipeline: Pipeline, states: dict[str, StepState], items: dict[str, int 
 
 async def queue_steps(conn: asyncpg.Connection, run_id: int, steps: list[str]) -> int:
     """Move the steps' pending attempts to queued, numbering them for fairness."""
+    return (await queue_steps_many(conn, [(run_id, s) for s in steps])).get(run_id, 0)
+
+
+async def queue_steps_many(
+    conn: asyncpg.Connection, steps: list[tuple[int, str]]
+) -> dict[int, int]:
+    """Start (run, step) pairs of many runs at once; returns the attempts queued per run.
+
+    One statement: the steps start, their pending attempts queue numbered after each run's
+    earlier work (fairness: ``fair_seq`` continues the run's own counter), and every run's
+    counter moves past them. Callers hold the runs' locks.
+    """
     if not steps:
-        return 0
-    # One statement: the steps start, their attempts queue numbered after the run's earlier
-    # work (fairness), and the run's counter moves past them.
-    count: int = await conn.fetchval(
+        return {}
+    rows = await conn.fetch(
         """
-        WITH started AS (
-            UPDATE run_steps SET status = 'running', started_at = now() WHERE run_id = $1 AND step = ANY($2)
+        WITH t AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS t(run_id, step)),
+        started AS (
+            UPDATE run_steps s SET status = 'running', started_at = now()
+            FROM t WHERE s.run_id = t.run_id AND s.step = t.step
         ),
-        seq AS (SELECT queued_seq FROM runs WHERE id = $1),
         q AS (
-            SELECT id, row_number() OVER (ORDER BY item_index NULLS FIRST, id) AS rn
-            FROM step_attempts WHERE run_id = $1 AND step = ANY($2) AND status = 'pending'
+            SELECT a.id, a.run_id,
+                   row_number() OVER (PARTITION BY a.run_id ORDER BY a.item_index NULLS FIRST, a.id) AS rn
+            FROM step_attempts a JOIN t ON a.run_id = t.run_id AND a.step = t.step
+            WHERE a.status = 'pending'
         ),
         u AS (
             UPDATE step_attempts a SET status = 'queued', available_at = now(),
-                   fair_seq = (SELECT queued_seq FROM seq) + q.rn
-            FROM q WHERE a.id = q.id RETURNING 1
+                   fair_seq = r.queued_seq + q.rn
+            FROM q JOIN runs r ON r.id = q.run_id
+            WHERE a.id = q.id RETURNING a.run_id
         ),
-        c AS (SELECT count(*) AS n FROM u),
-        bumped AS (UPDATE runs SET queued_seq = queued_seq + (SELECT n FROM c) WHERE id = $1)
-        SELECT n FROM c
+        c AS (SELECT run_id, count(*) AS n FROM u GROUP BY run_id),
+        bumped AS (UPDATE runs r SET queued_seq = r.queued_seq + c.n FROM c WHERE r.id = c.run_id)
+        SELECT run_id, n FROM c
         """,
-        run_id,
-        steps,
+        [r for r, _ in steps],
+        [s for _, s in steps],
     )
-    return count
+    return {r["run_id"]: int(r["n"]) for r in rows}
 
 
 async def skip_steps(
     conn: asyncpg.Connection, run_id: int, steps: list[str], status: str = "skipped"
 ) -> None:
     """Steps that will not run (skipped or upstream_failed); their items count as skipped."""
+    await skip_steps_many(conn, [(run_id, s, status) for s in steps])
+
+
+async def skip_steps_many(conn: asyncpg.Connection, steps: list[tuple[int, str, str]]) -> None:
+    """(run, step, status) triples of many runs: the steps settle as the status given
+    (skipped or upstream_failed), their pending items count as skipped, their pending
+    attempts are skipped. Two statements whatever the number of runs."""
     if not steps:
         return
+    cols = ([r for r, _, _ in steps], [s for _, s, _ in steps], [x for _, _, x in steps])
     await conn.execute(
-        """WITH i AS (
-               UPDATE run_items SET status = 'skipped', finished_at = now()
-               WHERE run_id = $1 AND step = ANY($2) AND status = 'pending' RETURNING step
+        """WITH t AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS t(run_id, step, status)),
+           i AS (
+               UPDATE run_items ri SET status = 'skipped', finished_at = now()
+               FROM t WHERE ri.run_id = t.run_id AND ri.step = t.step AND ri.status = 'pending'
+               RETURNING ri.run_id, ri.step
            ),
-           n AS (SELECT step, count(*) AS n FROM i GROUP BY step)
-           UPDATE run_steps s SET status = $3, finished_at = now(),
-                  items_skipped = s.items_skipped + COALESCE((SELECT n FROM n WHERE n.step = s.step), 0)
-           WHERE s.run_id = $1 AND s.step = ANY($2)""",
-        run_id,
-        steps,
-        status,
+           n AS (SELECT run_id, step, count(*) AS n FROM i GROUP BY run_id, step)
+           UPDATE run_steps s SET status = t.status, finished_at = now(),
+                  items_skipped = s.items_skipped + COALESCE(
+                      (SELECT n FROM n WHERE n.run_id = s.run_id AND n.step = s.step), 0)
+           FROM t WHERE s.run_id = t.run_id AND s.step = t.step""",
+        *cols,
     )
     await conn.execute(
-        """UPDATE step_attempts SET status = 'skipped', finished_at = now()
-           WHERE run_id = $1 AND step = ANY($2) AND status = 'pending'""",
-        run_id,
-        steps,
+        """UPDATE step_attempts a SET status = 'skipped', finished_at = now()
+           FROM unnest($1::bigint[], $2::text[]) AS t(run_id, step)
+           WHERE a.run_id = t.run_id AND a.step = t.step AND a.status = 'pending'""",
+        cols[0],
+        cols[1],
     )
 
 
 async def advance_run(conn: asyncpg.Connection, run_id: int, pipeline: Pipeline) -> Advanced:
     """Queue what became ready, skip what became unsatisfiable, settle the run when done."""
-    states, items = await step_states(conn, run_id)
-    planned = plan(pipeline, states, items)
-    await skip_steps(conn, run_id, planned.skipped)
-    await skip_steps(conn, run_id, planned.upstream_failed, "upstream_failed")
-    queued = await queue_steps(conn, run_id, planned.ready)
-    for name in planned.skipped:
-        states[name] = StepState("skipped")
-    for name in planned.upstream_failed:
-        states[name] = StepState("upstream_failed")
-    for name in planned.ready:
-        states[name] = StepState("running")
-    status = run_outcome(pipeline, states)
-    if status is not None:
-        await settle_run(conn, run_id, pipeline, states, status)
+    return (await advance_runs(conn, [(run_id, pipeline)]))[run_id]
+
+
+async def advance_runs(
+    conn: asyncpg.Connection, runs: list[tuple[int, Pipeline]]
+) -> dict[int, Advanced]:
+    """``advance_run`` for many runs with one statement per kind of write, not per run.
+
+    The decisions are the pure ``plan`` per run; the writes are set-based over every run:
+    read the step states, skip, mark upstream_failed, queue, then settle the runs that are
+    done. Callers hold every run's lock.
+    """
+    if not runs:
+        return {}
+    states_of = await _step_states_many(conn, [r for r, _ in runs])
+    plans = {run_id: plan(p, *states_of[run_id]) for run_id, p in runs}
+    await skip_steps_many(
+        conn,
+        [(r, n, "skipped") for r, pl in plans.items() for n in pl.skipped]
+        + [(r, n, "upstream_failed") for r, pl in plans.items() for n in pl.upstream_failed],
+    )
+    queued = await queue_steps_many(conn, [(r, n) for r, pl in plans.items() for n in pl.ready])
+    out: dict[int, Advanced] = {}
+    settling: list[tuple[int, Pipeline, dict[str, StepState], str]] = []
+    for run_id, pipeline in runs:
+        states, planned = states_of[run_id][0], plans[run_id]
+        for name in planned.skipped:
+            states[name] = StepState("skipped")
+        for name in planned.upstream_failed:
+            states[name] = StepState("upstream_failed")
+        for name in planned.ready:
+            states[name] = StepState("running")
+        status = run_outcome(pipeline, states)
+        if status is not None:
+            settling.append((run_id, pipeline, states, status))
+        out[run_id] = Advanced(queued.get(run_id, 0), status)
+    await settle_runs(conn, settling)
     if queued:
         await notify_work(conn)
-    return Advanced(queued, status)
+    return out
 
 
 async def settle_run(
@@ -150,30 +211,56 @@ async def settle_run(
     states: dict[str, StepState],
     status: str,
 ) -> None:
-    order = dag.topological_order({n: s.depends_on for n, s in pipeline.spec.steps.items()})
-    failed = failed_step(pipeline, states, order)
-    error: str | None = None
-    if failed is not None:
-        error = await conn.fetchval(
-            """SELECT error_message FROM step_attempts WHERE run_id = $1 AND step = $2 AND status = 'failed'
-               ORDER BY id DESC LIMIT 1""",
-            run_id,
-            failed,
-        )
+    await settle_runs(conn, [(run_id, pipeline, states, status)])
+
+
+async def settle_runs(
+    conn: asyncpg.Connection, settling: list[tuple[int, Pipeline, dict[str, StepState], str]]
+) -> None:
+    """Runs whose every step settled take their status, a closing log line, then their
+    report and alerts; the reads and writes are one statement each for all of them."""
+    if not settling:
+        return
+    failed: dict[int, str | None] = {}
+    for run_id, pipeline, states, _ in settling:
+        order = dag.topological_order({n: s.depends_on for n, s in pipeline.spec.steps.items()})
+        failed[run_id] = failed_step(pipeline, states, order)
+    errors = await _last_errors(conn, [(r, s) for r, s in failed.items() if s is not None])
+    rows = [(r, status, failed[r], errors.get(r)) for r, _, _, status in settling]
     await conn.execute(
-        """UPDATE runs SET status = $2, finished_at = now(), last_progress_at = now(),
-                  failed_step = $3, error_message = COALESCE(error_message, $4)
-           WHERE id = $1""",
-        run_id,
-        status,
-        failed,
-        error,
+        """UPDATE runs r SET status = t.status, finished_at = now(), last_progress_at = now(),
+                  failed_step = t.failed, error_message = COALESCE(r.error_message, t.error)
+           FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) AS t(id, status, failed, error)
+           WHERE r.id = t.id""",
+        [r for r, _, _, _ in rows],
+        [s for _, s, _, _ in rows],
+        [f for _, _, f, _ in rows],
+        [e for _, _, _, e in rows],
     )
     await conn.execute(
-        "INSERT INTO log_entries (run_id, level, message, fields) VALUES ($1, $2, $3, $4)",
-        run_id,
-        "error" if status == "failed" else "info",
-        f"run {status}",
-        {"status": status, **({"failed_step": failed} if failed else {})},
+        """INSERT INTO log_entries (run_id, level, message, fields)
+           SELECT r, l, m, f::jsonb FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) AS t(r, l, m, f)""",
+        [r for r, _, _, _ in rows],
+        ["error" if s == "failed" else "info" for _, s, _, _ in rows],
+        [f"run {s}" for _, s, _, _ in rows],
+        [json.dumps({"status": s, **({"failed_step": f} if f else {})}) for _, s, f, _ in rows],
     )
-    await alerts.on_settled(conn, run_id, pipeline, status)
+    for run_id, pipeline, _, status in settling:
+        await alerts.on_settled(conn, run_id, pipeline, status)
+
+
+async def _last_errors(conn: asyncpg.Connection, steps: list[tuple[int, str]]) -> dict[int, str]:
+    """The latest failed attempt's message of each (run, failed step)."""
+    if not steps:
+        return {}
+    rows = await conn.fetch(
+        """SELECT DISTINCT ON (a.run_id) a.run_id, a.error_message
+           FROM step_attempts a
+           JOIN unnest($1::bigint[], $2::text[]) AS t(run_id, step)
+             ON a.run_id = t.run_id AND a.step = t.step
+           WHERE a.status = 'failed'
+           ORDER BY a.run_id, a.id DESC""",
+        [r for r, _ in steps],
+        [s for _, s in steps],
+    )
+    return {r["run_id"]: r["error_message"] for r in rows}

@@ -225,6 +225,14 @@ runs = Table(
         "status",
         postgresql_where=text("status IN ('queued', 'running')"),
     ),
+    # Retention takes its oldest settled runs one batch at a time (0008_hot_set).
+    Index(
+        "ix_runs_finished_at_settled",
+        "finished_at",
+        postgresql_where=text(
+            "status IN ('succeeded', 'completed_with_errors', 'failed', 'cancelled')"
+        ),
+    ),
     Index(
         "ix_runs_parent_run_id",
         "parent_run_id",

@@ -227,22 +227,27 @@ async def detect_stuck(conn: asyncpg.Connection, stuck_for: timedelta) -> list[i
     return [r["id"] for r in rows]
 
 
+# Oldest settled runs first, one bounded batch per sweep, found through the partial index
+# ``ix_runs_finished_at_settled`` (a range scan of one batch, whatever the history).
+PRUNE_RUNS = """
+DELETE FROM runs WHERE id IN (
+    SELECT id FROM runs
+    WHERE status IN ('succeeded', 'completed_with_errors', 'failed', 'cancelled')
+      AND finished_at < now() - $1::interval
+    ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+RETURNING id
+"""
+
+
 async def prune_runs(
     conn: asyncpg.Connection, older_than: timedelta, *, batch: int = 500
 ) -> list[int]:
-    """Delete up to ``batch`` settled runs finished before the age (their rows cascade)."""
-    rows = await conn.fetch(
-        """
-        DELETE FROM runs WHERE id IN (
-            SELECT id FROM runs
-            WHERE status IN ('succeeded', 'completed_with_errors', 'failed', 'cancelled')
-              AND finished_at < now() - $1::interval
-            ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-        RETURNING id
-        """,
-        older_than,
-        batch,
-    )
+    """Delete up to ``batch`` settled runs finished before the age (their rows cascade).
+
+    Bounded so a purge of years of history never holds locks or a transaction for long: the
+    sweeper takes one batch per pass, and claims go on between batches.
+    """
+    rows = await conn.fetch(PRUNE_RUNS, older_than, batch)
     return [r["id"] for r in rows]
 
 

@@ -1,0 +1,215 @@
+"""Engine cost against history: the same throughput and trigger latency, empty and after years.
+
+The hot set (seed 004): what a claim and an outcome touch should not grow with the settled
+history beside it. This bench measures the many-small-runs shape (two chained no-op steps
+per run, the shape that exercises claim, outcome and progression hardest) and trigger →
+first step running on an empty database, then fills it with settled history and measures
+again on the same server in the same process.
+
+History is written set-based with ``generate_series`` (no engine round trip): settled runs
+of a two-step pipeline whose second step fans out over 4 items, so every history run
+holds 1 run, 2 steps, 4 items, 5 attempts and 5 log lines. Triggers are off while it is
+written (``session_replication_role = replica``): ``engine_events`` is not filled. The
+database is then VACUUM ANALYZEd, as autovacuum would have done over those years.
+
+    uv run python bench/scale.py --quick    # 200k attempts of history, under two minutes
+    uv run python bench/scale.py            # 1M, then 5M attempts of history
+
+Every level prints one line; the claim's plan is printed once history is in. The last
+line is machine-readable (``slowdown`` = 1 - attempts_per_s / empty_attempts_per_s, at the
+largest history; target ≤ 0.10):
+    history_attempts=<n> empty_attempts_per_s=<n> attempts_per_s=<n> slowdown=<f>
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import asyncpg
+from workers import apply, door, start_workers, stop_workers, wait_registered
+
+from dirigent.engine import RunRequest
+from dirigent.engine.store.claims import CLAIM
+from dirigent.engine.store.database import create_database, upgrade_async
+from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine.store.pool import connect, create_pool
+
+PAIR = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: pair}
+spec:
+  steps:
+    a: {block: core.noop}
+    b: {block: core.noop, dependsOn: [a]}
+"""
+HISTORY = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: history}
+spec:
+  steps:
+    a: {block: core.noop}
+    b: {block: core.noop, dependsOn: [a], forEach: [0, 1, 2, 3]}
+"""
+PER_RUN = 5  # attempts per history run
+
+FILL = [
+    """INSERT INTO runs (id, namespace, pipeline_id, version_id, status, triggered_by_kind, created_at,
+                         started_at, finished_at, last_progress_at)
+       SELECT g, 'default', $3, $4, 'succeeded', 'schedule', t, t, t + interval '2 seconds', t
+       FROM generate_series($1::bigint, $2::bigint) g,
+            LATERAL (SELECT now() - interval '400 days' + g * interval '10 seconds') AS x(t)""",
+    """INSERT INTO run_steps (run_id, step, status, items, items_succeeded, started_at, finished_at)
+       SELECT g, s.step, 'succeeded', s.items, coalesce(s.items, 0), now() - interval '400 days',
+              now() - interval '400 days'
+       FROM generate_series($1::bigint, $2::bigint) g,
+            (VALUES ('a', NULL::int), ('b', 4)) AS s(step, items)""",
+    """INSERT INTO run_items (id, run_id, step, index, value, status, finished_at)
+       SELECT g * 4 + i, g, 'b', i, to_jsonb(i), 'succeeded', now() - interval '400 days'
+       FROM generate_series($1::bigint, $2::bigint) g, generate_series(0, 3) i""",
+    """INSERT INTO step_attempts (run_id, run_item_id, step, item_index, number, status, block, available_at,
+                                  started_at, first_started_at, finished_at, output)
+       SELECT g, CASE WHEN i >= 0 THEN g * 4 + i END, CASE WHEN i < 0 THEN 'a' ELSE 'b' END,
+              CASE WHEN i >= 0 THEN i END, 1, 'succeeded', 'core.noop', t, t, t, t, '{"ok": true}'
+       FROM generate_series($1::bigint, $2::bigint) g, generate_series(-1, 3) i,
+            LATERAL (SELECT now() - interval '400 days' + g * interval '10 seconds') AS x(t)""",
+    """INSERT INTO log_entries (run_id, step, level, message, created_at)
+       SELECT g, 'b', 'info', 'history line ' || i, now() - interval '400 days'
+       FROM generate_series($1::bigint, $2::bigint) g, generate_series(0, 4) i""",
+]
+
+
+async def fill(url: str, first_run: int, runs: int) -> float:
+    """Settled history runs with ids [first_run, first_run + runs): seconds taken."""
+    conn = await connect(url)
+    try:
+        t0 = time.perf_counter()
+        row = await conn.fetchrow(
+            """SELECT p.id, p.current_version_id FROM pipelines p WHERE p.name = 'history'"""
+        )
+        async with conn.transaction():
+            await conn.execute("SET LOCAL session_replication_role = replica")
+            step = 200_000  # runs per statement: bounded memory per batch
+            for lo in range(first_run, first_run + runs, step):
+                hi = min(first_run + runs, lo + step) - 1
+                await conn.execute(FILL[0], lo, hi, row["id"], row["current_version_id"])
+                for sql in FILL[1:]:
+                    await conn.execute(sql, lo, hi)
+        for seq, table in (("runs_id_seq", "runs"), ("run_items_id_seq", "run_items")):
+            await conn.execute(f"SELECT setval('{seq}', (SELECT max(id) FROM {table}))")
+        await conn.execute("VACUUM ANALYZE")
+        return time.perf_counter() - t0
+    finally:
+        await conn.close()
+
+
+async def settle(pool: asyncpg.Pool, run_ids: list[int]) -> None:
+    while await pool.fetchval(
+        "SELECT count(*) FROM runs WHERE id = ANY($1) AND status IN ('queued', 'running')", run_ids
+    ):
+        await asyncio.sleep(0.02)
+
+
+async def measure(url: str, runs: int, workers: int, root: Path) -> tuple[float, float]:
+    """(attempts/s over ``runs`` two-step runs, trigger → first step running p50 in ms)."""
+    pool = await create_pool(url, max_size=2)
+    try:
+        async with door(url) as engine:
+            procs = start_workers(url, workers, 16, root)
+            try:
+                await wait_registered(pool, workers)
+                created = await engine.start_runs(
+                    [RunRequest("default", "pair") for _ in range(runs)]
+                )
+                t0 = time.perf_counter()
+                await settle(pool, [r.run_id for r in created])
+                rate = 2 * runs / (time.perf_counter() - t0)
+                firsts: list[float] = []
+                for _ in range(20):
+                    one = await engine.start_run(RunRequest("default", "pair"))
+                    await settle(pool, [one.run_id])
+                    delay = await pool.fetchval(
+                        """SELECT extract(epoch FROM min(a.started_at) - r.created_at) FROM runs r
+                           JOIN step_attempts a ON a.run_id = r.id WHERE r.id = $1
+                           GROUP BY r.created_at""",
+                        one.run_id,
+                    )
+                    firsts.append(float(delay) * 1000)
+                bad = await pool.fetchval(
+                    "SELECT count(*) FROM runs WHERE status NOT IN ('succeeded')"
+                )
+                assert bad == 0, f"{bad} runs did not succeed"
+                return rate, statistics.median(firsts)
+            finally:
+                stop_workers(procs)
+    finally:
+        await pool.close()
+
+
+async def claim_plan(url: str) -> str:
+    """The claim's plan on this database (EXPLAIN, not executed): which indexes it reads."""
+    conn = await connect(url)
+    try:
+        async with conn.transaction():
+            rows = await conn.fetch("EXPLAIN " + CLAIM, "bench", 16, [], dt.timedelta(seconds=30))
+            return "\n".join("    " + r[0] for r in rows)
+    finally:
+        await conn.close()
+
+
+async def main(quick: bool) -> None:
+    runs = 500 if quick else 2500
+    levels = [200_000] if quick else [1_000_000, 5_000_000]
+    base = Path(tempfile.mkdtemp(prefix="dirigent-scale-"))
+    server = EmbeddedPostgres(base / "pgdata")
+    server.start()
+    try:
+        print(f"server: PostgreSQL on 127.0.0.1:{server.port} (fsync off); {runs} two-step runs")
+        await create_database(server.url, "scale")
+        url = server.url_for("scale")
+        await upgrade_async(url)
+        async with door(url) as engine:
+            await apply(engine, PAIR)
+            await apply(engine, HISTORY)
+        # A warm-up round (discarded): the first measurement would otherwise also pay for
+        # cold caches and the workers' first imports, and read as a slowdown later.
+        await measure(url, runs // 5, 2, base / "art")
+        empty, empty_t50 = await measure(url, runs, 2, base / "art")
+        print(f"history=0: {empty:.0f} attempts/s, trigger p50 {empty_t50:.1f}ms", flush=True)
+        history, rate = 0, empty
+        next_run = 10_000_000  # history ids far above the live ones
+        for level in levels:
+            add = (level - history) // PER_RUN
+            took = await fill(url, next_run, add)
+            next_run += add
+            history = level
+            print(f"  filled {add * PER_RUN} attempts of history in {took:.1f}s", flush=True)
+            if level == levels[0]:
+                print("  claim plan:\n" + await claim_plan(url))
+            rate, t50 = await measure(url, runs, 2, base / "art")
+            print(
+                f"history={history}: {rate:.0f} attempts/s, trigger p50 {t50:.1f}ms "
+                f"(slowdown {1 - rate / empty:.3f})",
+                flush=True,
+            )
+        print(
+            f"history_attempts={history} empty_attempts_per_s={empty:.0f} "
+            f"attempts_per_s={rate:.0f} slowdown={1 - rate / empty:.3f}"
+        )
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="200k attempts of history")
+    asyncio.run(main(parser.parse_args().quick))

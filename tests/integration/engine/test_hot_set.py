@@ -1,0 +1,129 @@
+"""The hot set: on a database with history, the claim reads only indexes of live work.
+
+The claim, the idle worker's next-due lookup, the sweeper's levels and retention each
+have a partial index whose rows are only the work they look for, so their cost does not
+grow with the settled history beside it. These tests fill a database with settled runs
+(set-based, as years of history would leave it), ANALYZE it so the planner knows, and
+read the plans with EXPLAIN: no timing is asserted, only which relation each plan reads.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+from dirigent.engine.store.claims import CLAIM
+from dirigent.engine.store.workers import PRUNE_RUNS
+from tests.integration.engine.harness import Harness
+
+HISTORY_RUNS = 20_000  # 5 settled attempts each: 100k attempts, 80k items, 100k log lines
+
+PIPELINE = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: hist}
+spec:
+  steps:
+    a: {block: core.noop}
+    b: {block: core.noop, dependsOn: [a], forEach: [0, 1, 2, 3]}
+"""
+
+FILL = [
+    """INSERT INTO runs (id, namespace, pipeline_id, version_id, status, triggered_by_kind,
+                         started_at, finished_at, last_progress_at)
+       SELECT g, 'default', $2, $3, 'succeeded', 'schedule', now() - interval '300 days',
+              now() - interval '300 days' + g * interval '1 second', now() - interval '300 days'
+       FROM generate_series(1000001, 1000000 + $1) g""",
+    """INSERT INTO run_items (id, run_id, step, index, value, status, finished_at)
+       SELECT g * 4 + i, g, 'b', i, to_jsonb(i), 'succeeded', now() - interval '300 days'
+       FROM generate_series(1000001, 1000000 + $1) g, generate_series(0, 3) i""",
+    """INSERT INTO step_attempts (run_id, run_item_id, step, item_index, number, status, block,
+                                  available_at, started_at, finished_at)
+       SELECT g, CASE WHEN i >= 0 THEN g * 4 + i END, CASE WHEN i < 0 THEN 'a' ELSE 'b' END,
+              CASE WHEN i >= 0 THEN i END, 1, 'succeeded', 'core.noop', now() - interval '300 days',
+              now() - interval '300 days', now() - interval '300 days'
+       FROM generate_series(1000001, 1000000 + $1) g, generate_series(-1, 3) i""",
+    """INSERT INTO log_entries (run_id, step, level, message, created_at)
+       SELECT g, 'b', 'info', 'line ' || i, now() - interval '300 days'
+       FROM generate_series(1000001, 1000000 + $1) g, generate_series(0, 4) i""",
+]
+
+
+async def with_history(h: Harness) -> None:
+    """Settled history, live queued work (a fan-out) and waiting work, then ANALYZE."""
+    await h.apply(PIPELINE)
+    pipeline_id, version_id = (
+        await h.fetchval("SELECT id FROM pipelines WHERE name = 'hist'"),
+        await h.fetchval("SELECT current_version_id FROM pipelines WHERE name = 'hist'"),
+    )
+    await h.execute(FILL[0], HISTORY_RUNS, pipeline_id, version_id)
+    for sql in FILL[1:]:
+        await h.execute(sql, HISTORY_RUNS)
+    live = await h.run("hist")  # step a queued: live work beside the history
+    await h.execute(
+        """UPDATE step_attempts SET status = 'waiting', next_poll_at = now() + interval '1 hour'
+           WHERE run_id = $1 AND step = 'b' AND item_index < 2""",
+        live.run_id,
+    )
+    await h.execute("ANALYZE")
+    queued = await h.fetchval("SELECT count(*) FROM step_attempts WHERE status = 'queued'")
+    settled = await h.fetchval("SELECT count(*) FROM step_attempts WHERE status = 'succeeded'")
+    assert (queued, settled) == (1, 5 * HISTORY_RUNS)
+
+
+async def plan(h: Harness, sql: str, *args: Any) -> list[dict[str, Any]]:
+    """Every node of the statement's plan (EXPLAIN only: nothing is executed)."""
+    async with h.pool.acquire() as conn, conn.transaction():
+        raw = await conn.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
+    root = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    nodes: list[dict[str, Any]] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        stack += node.get("Plans", [])
+    return nodes
+
+
+def scans(nodes: list[dict[str, Any]], relation: str) -> list[tuple[str, str | None]]:
+    """(node type, index) of every scan of ``relation`` in the plan."""
+    return [
+        (n["Node Type"], n.get("Index Name"))
+        for n in nodes
+        if n.get("Relation Name") == relation and "Scan" in n["Node Type"]
+    ]
+
+
+async def test_the_claim_reads_only_the_partial_indexes_of_live_work(h: Harness) -> None:
+    await with_history(h)
+    nodes = await plan(h, CLAIM, "w", 16, [], dt.timedelta(seconds=30))
+    attempts = scans(nodes, "step_attempts")
+    indexes = {index for _, index in attempts}
+    assert "ix_step_attempts_claim_queued" in indexes, attempts
+    assert "ix_step_attempts_next_poll_at_waiting" in indexes, attempts
+    # Every read of step_attempts is one of the live-work indexes or a primary-key lookup
+    # of the rows they found: never a scan over the history.
+    assert indexes <= {
+        "ix_step_attempts_claim_queued",
+        "ix_step_attempts_next_poll_at_waiting",
+        "pk_step_attempts",
+    }, attempts
+    assert all(kind != "Seq Scan" for kind, _ in attempts), attempts
+
+
+async def test_idle_lookups_and_retention_read_their_partial_indexes(h: Harness) -> None:
+    await with_history(h)
+    next_due = await plan(
+        h,
+        "SELECT min(next_poll_at) FROM step_attempts WHERE status = 'waiting' AND next_poll_at > now()",
+    )
+    assert {i for _, i in scans(next_due, "step_attempts")} == {
+        "ix_step_attempts_next_poll_at_waiting"
+    }
+    queued = await plan(
+        h, "SELECT count(*) FROM step_attempts WHERE status = 'queued' AND available_at <= now()"
+    )
+    assert {i for _, i in scans(queued, "step_attempts")} == {"ix_step_attempts_claim_queued"}
+    prune = await plan(h, PRUNE_RUNS, dt.timedelta(days=30), 500)
+    assert ("Index Scan", "ix_runs_finished_at_settled") in scans(prune, "runs"), prune
