@@ -133,7 +133,11 @@ class StepDetail(_View):
     status: str
     skip_reason: str | None = None
     items: int | None = None
-    items_by_status: dict[str, int] = Field(default_factory=dict)
+    items_by_status: dict[str, int] = Field(
+        default_factory=dict,
+        description="A fan-out's items by status, zeros left out; items not settled yet "
+        "(waiting for or in an attempt) count as pending",
+    )
     attempts: int = 0
     with_errors: bool = False
     started_at: datetime | None = None

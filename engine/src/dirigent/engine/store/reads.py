@@ -132,7 +132,12 @@ async def run_summaries(
 
 
 async def run_detail(conn: asyncpg.Connection, namespace: str, run_id: int) -> RunDetail | None:
-    """The run and its DAG: one row per step from run_steps, attempts and items grouped."""
+    """The run and its DAG, folded from the ``run_steps`` row of each step and its counters.
+
+    Item counts come from the counters the engine keeps on ``run_steps`` as items settle, so
+    the read never touches the fan-out grid; only the attempts are counted, over the
+    ``(run_id, step)`` index.
+    """
     run = await conn.fetchrow(
         f"""SELECT {_RUN_COLUMNS}, r.params, r.parent_run_id, v.document -> 'spec' -> 'steps' AS spec
             {_RUN_FROM} WHERE r.namespace = $1 AND r.id = $2""",
@@ -142,41 +147,34 @@ async def run_detail(conn: asyncpg.Connection, namespace: str, run_id: int) -> R
     if run is None:
         return None
     steps = await conn.fetch(
-        """SELECT step, status, items, with_errors, started_at, finished_at FROM run_steps
-           WHERE run_id = $1""",
-        run_id,
-    )
-    attempts = await conn.fetch(
-        "SELECT step, count(*) AS n FROM step_attempts WHERE run_id = $1 GROUP BY step", run_id
-    )
-    items = await conn.fetch(
-        """SELECT step, status, count(*) AS n FROM run_items WHERE run_id = $1
-           GROUP BY step, status""",
+        """SELECT s.step, s.status, s.items, s.items_succeeded, s.items_failed, s.items_skipped,
+                  s.items_cancelled, s.with_errors, s.started_at, s.finished_at,
+                  (SELECT count(*) FROM step_attempts a
+                   WHERE a.run_id = s.run_id AND a.step = s.step) AS attempts
+           FROM run_steps s WHERE s.run_id = $1""",
         run_id,
     )
     data = dict(run)
     spec: dict[str, Any] = data.pop("spec") or {}
-    by_step = _fold_items(items)
-    counts = {r["step"]: r["n"] for r in attempts}
-    details = [_step_detail(dict(s), spec, counts, by_step) for s in steps]
+    details = [_step_detail(dict(s), spec) for s in steps]
     order = list(spec)
     details.sort(key=lambda d: order.index(d.step) if d.step in order else len(order))
     return RunDetail.model_validate({**data, "steps": details})
 
 
-def _fold_items(rows: list[asyncpg.Record]) -> dict[str, dict[str, int]]:
-    folded: dict[str, dict[str, int]] = {}
-    for r in rows:
-        folded.setdefault(r["step"], {})[r["status"]] = r["n"]
-    return folded
+_SETTLED_ITEMS = ("succeeded", "failed", "skipped", "cancelled")
 
 
-def _step_detail(
-    row: dict[str, Any],
-    spec: dict[str, Any],
-    attempts: dict[str, int],
-    items: dict[str, dict[str, int]],
-) -> StepDetail:
+def items_by_status(row: dict[str, Any]) -> dict[str, int]:
+    """A fan-out's items by status from the step's counters; the unsettled rest are ``pending``."""
+    if row["items"] is None:
+        return {}
+    counts = {status: row[f"items_{status}"] for status in _SETTLED_ITEMS}
+    counts["pending"] = row["items"] - sum(counts.values())
+    return {status: n for status, n in counts.items() if n}
+
+
+def _step_detail(row: dict[str, Any], spec: dict[str, Any]) -> StepDetail:
     step_spec = spec.get(row["step"], {})
     started, finished = row["started_at"], row["finished_at"]
     return StepDetail.model_validate(
@@ -184,9 +182,7 @@ def _step_detail(
             **row,
             "block": step_spec.get("block", ""),
             "depends_on": step_spec.get("dependsOn", []),
-            "skip_reason": row.get("skip_reason"),
-            "items_by_status": items.get(row["step"], {}),
-            "attempts": attempts.get(row["step"], 0),
+            "items_by_status": items_by_status(row),
             "duration_seconds": (finished - started).total_seconds()
             if started and finished
             else None,
