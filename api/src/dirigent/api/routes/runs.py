@@ -200,8 +200,8 @@ async def stream_events(
 ) -> StreamingResponse:
     start = Position.parse(last_event_id)
     await _require_run(engine, namespace, run_id)
-    settings = request.app.state.stream_settings
-    return _stream(streams, principal, run_events(engine, namespace, run_id, start, settings))
+    settings, feeds = request.app.state.stream_settings, request.app.state.feeds
+    return _stream(streams, principal, run_events(feeds, namespace, run_id, start, settings))
 
 
 async def _require_run(engine: Engine, namespace: str, run_id: int) -> None:
