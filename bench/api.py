@@ -180,7 +180,7 @@ async def followers(
                     ended.append(time.perf_counter())
             counts.append(seen)
 
-    cpu0 = cpu_seconds(api_pid)
+    cpu0, own0 = cpu_seconds(api_pid), time.process_time()
     tasks = [asyncio.create_task(follow()) for _ in range(n)]
     await asyncio.sleep(1)  # let every follower connect before the work starts
     workers = start_workers(url, 2, 16, root)
@@ -195,7 +195,8 @@ async def followers(
     print(
         f"{n} followers of one {items}-item run: every follower got {set(counts)} events; "
         f"run took {settled - t0:.1f}s; end seen after settle p50 {statistics.median(lags):.0f} ms "
-        f"max {lags[-1]:.0f} ms; API CPU {cpu_seconds(api_pid) - cpu0:.1f}s",
+        f"max {lags[-1]:.0f} ms; API CPU {cpu_seconds(api_pid) - cpu0:.1f}s, "
+        f"followers' (this process's) CPU {time.process_time() - own0:.1f}s",
         flush=True,
     )
 
@@ -223,7 +224,8 @@ async def main(quick: bool, parts: set[str]) -> None:
                 if "listing" in parts:
                     await listing(engine, api, count)
                 if "followers" in parts:
-                    await followers(engine, base, url, root, api_process.pid, n, items // 10)
+                    for many in (1, n):  # one follower first: the same run size's baseline
+                        await followers(engine, base, url, root, api_process.pid, many, items // 10)
         finally:
             api_process.send_signal(signal.SIGTERM)
             api_process.wait(timeout=30)

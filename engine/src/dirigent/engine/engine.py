@@ -48,7 +48,6 @@ from dirigent.engine.store import (
     reads,
     retrying,
     runs,
-    trigger_reads,
 )
 from dirigent.engine.store import backfill as backfill_store
 from dirigent.engine.store import connections as connections_store
@@ -62,31 +61,29 @@ from dirigent.engine.store.reads import RunFilter
 from dirigent.engine.store.retrying import ManualRetry
 from dirigent.engine.store.runs import RunCreated, RunRequest
 from dirigent.engine.store.versions import VersionCache
-from dirigent.engine.trigger_views import (
-    BackfillResult,
-    DeliveryView,
-    FiringView,
-    NotificationView,
-    ScheduleView,
-    WebhookView,
-)
 from dirigent.engine.validation.catalog import check_against_catalog
 from dirigent.engine.validation.pipelines import check_pipeline
 from dirigent.engine.views import (
     ArtifactView,
     AttemptView,
+    BackfillResult,
     BlockView,
     ConnectionView,
+    DeliveryView,
     EngineEvent,
     FailureView,
+    FiringView,
     ItemView,
     LogView,
+    NotificationView,
     Page,
     PipelineSummary,
     PipelineVersionView,
     RunDetail,
     RunSummary,
+    ScheduleView,
     SystemInfo,
+    WebhookView,
     WorkerView,
     decode_cursor,
     encode_cursor,
@@ -523,30 +520,53 @@ class Engine:
             lambda c: schedules_store.set_paused(c, namespace, name, paused, now=now, grace=grace)
         )
 
+    async def schedules(
+        self, namespace: str, *, cursor: str | None = None, limit: int = 100
+    ) -> Page[ScheduleView]:
+        after = decode_cursor(cursor, 1)[0] if cursor else None
+        rows = await self._read(
+            lambda c: reads.schedules(c, namespace, after=after, limit=_limit(limit))
+        )
+        return _page(rows, limit, lambda r: (r.name,))
+
     async def schedule(self, namespace: str, name: str) -> ScheduleView | None:
-        return await self._read(lambda c: trigger_reads.schedule(c, namespace, name))
+        found = await self._read(
+            lambda c: reads.schedules(c, namespace, after=None, limit=1, only=name)
+        )
+        return found[0] if found else None
 
     async def firings(self, namespace: str, name: str, *, limit: int = 100) -> list[FiringView]:
-        return await self._read(lambda c: trigger_reads.firings(c, namespace, name, _limit(limit)))
+        return await self._read(lambda c: reads.firings(c, namespace, name, _limit(limit)))
+
+    async def webhooks(
+        self, namespace: str, *, cursor: str | None = None, limit: int = 100
+    ) -> Page[WebhookView]:
+        """Webhooks by name; a webhook's token is never shown, only its prefix in ``path``."""
+        after = decode_cursor(cursor, 1)[0] if cursor else None
+        rows = await self._read(
+            lambda c: reads.webhooks(c, namespace, after=after, limit=_limit(limit))
+        )
+        return _page(rows, limit, lambda r: (r.name,))
 
     async def webhook(self, namespace: str, name: str) -> WebhookView | None:
-        return await self._read(lambda c: trigger_reads.webhook(c, namespace, name))
+        found = await self._read(
+            lambda c: reads.webhooks(c, namespace, after=None, limit=1, only=name)
+        )
+        return found[0] if found else None
 
     async def deliveries(
         self, namespace: str, name: str, *, limit: int = 100
     ) -> list[DeliveryView]:
-        return await self._read(
-            lambda c: trigger_reads.deliveries(c, namespace, name, _limit(limit))
-        )
+        return await self._read(lambda c: reads.deliveries(c, namespace, name, _limit(limit)))
 
     async def notifications(self, namespace: str, run_id: int) -> list[NotificationView]:
         await self._require_run(namespace, run_id)
-        return await self._read(lambda c: trigger_reads.notifications(c, run_id))
+        return await self._read(lambda c: reads.notifications(c, run_id))
 
     async def report(self, namespace: str, run_id: int) -> str | None:
         """The run's markdown report, when its pipeline declares one and it rendered."""
         await self._require_run(namespace, run_id)
-        return await self._read(lambda c: trigger_reads.report(c, run_id))
+        return await self._read(lambda c: reads.report(c, run_id))
 
     # --- REST API reads (issue 12) ---------------------------------------------------
 

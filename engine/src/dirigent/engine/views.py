@@ -17,25 +17,32 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dirigent.engine.problems import ProblemsError, problem
+from dirigent.engine.problems import Problem, ProblemsError, problem
 
 __all__ = [
     "ArtifactView",
     "AttemptView",
+    "BackfillResult",
+    "BackfillWindow",
     "BlockView",
     "ConnectionView",
+    "DeliveryView",
     "EngineEvent",
     "FailureView",
+    "FiringView",
     "ItemView",
     "LastRun",
     "LogView",
+    "NotificationView",
     "Page",
     "PipelineSummary",
     "PipelineVersionView",
     "RunDetail",
     "RunSummary",
+    "ScheduleView",
     "StepDetail",
     "SystemInfo",
+    "WebhookView",
     "WorkerView",
     "decode_cursor",
     "encode_cursor",
@@ -299,3 +306,82 @@ class SystemInfo(_View):
     connection_kinds: list[str] = Field(default_factory=list)
     notifiers: list[str] = Field(default_factory=list)
     enabled_unsafe_blocks: list[str] = Field(default_factory=list)
+
+
+# --- Triggers, alerts and backfills ------------------------------------------------------
+# The operator writes Schedule and Webhook status from ``ScheduleView`` and ``WebhookView``;
+# the API serves the same models. None carries a token or a secret: a webhook is shown by the
+# prefix of its token, never the token.
+
+
+class ScheduleView(_View):
+    namespace: str
+    name: str
+    pipeline: str
+    paused: bool
+    next_fire_at: datetime | None
+    last_fire_at: datetime | None
+    last_run_id: int | None
+    last_error: str | None
+
+
+class FiringView(_View):
+    id: int
+    scheduled_for: datetime
+    fired_at: datetime
+    result: str  # fired | failed
+    misfire: bool
+    run_id: int | None
+    message: str | None
+
+
+class WebhookView(_View):
+    namespace: str
+    name: str
+    pipeline: str
+    enabled: bool
+    path: str = Field(description="The URL path, with the token shortened to its prefix.")
+    last_delivery_at: datetime | None
+    last_delivery_result: str | None
+
+
+class DeliveryView(_View):
+    id: int
+    received_at: datetime
+    result: str  # accepted | refused
+    reason: str | None
+    status_code: int
+    run_id: int | None
+    message: str | None
+
+
+class NotificationView(_View):
+    id: int
+    run_id: int
+    rule: str
+    event: str
+    notifier: str
+    status: str  # queued | running | delivered | failed
+    attempts: int
+    subject: str
+    body: str
+    last_error: str | None
+    created_at: datetime
+    delivered_at: datetime | None
+
+
+class BackfillWindow(_View):
+    start: datetime
+    end: datetime
+    run_id: int | None = None
+    status: str | None = None  # the run's status when created
+    problems: list[Problem] = Field(default_factory=list)
+
+
+class BackfillResult(_View):
+    pipeline: str
+    schedule: str
+    dry_run: bool
+    created: int
+    refused: int
+    windows: list[BackfillWindow]

@@ -9,20 +9,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
+from pydantic import BaseModel
 
+from dirigent.engine.store.alerts import REPORT_ARTIFACT
 from dirigent.engine.views import (
     AttemptView,
+    DeliveryView,
     FailureView,
+    FiringView,
     ItemView,
     LogView,
+    NotificationView,
     PipelineSummary,
     RunDetail,
     RunSummary,
+    ScheduleView,
     StepDetail,
+    WebhookView,
 )
+
+V = TypeVar("V", bound=BaseModel)
 
 
 async def failures(conn: asyncpg.Connection, run_id: int) -> list[FailureView]:
@@ -250,3 +259,89 @@ async def runs_in_flight(conn: asyncpg.Connection, namespace: str, pipeline: str
         pipeline,
     )
     return [int(r["id"]) for r in rows]
+
+
+# --- Triggers: schedules, webhooks, their histories, notifications and run reports ---
+
+
+_SCHEDULE_COLUMNS = """namespace, name, pipeline, paused, next_fire_at, last_fire_at, last_run_id,
+    last_error"""
+# A webhook is shown by the prefix of its token, never the token (the engine keeps its hash).
+_WEBHOOK_COLUMNS = """namespace, name, pipeline, enabled, '/hooks/' || token_prefix || '…' AS path,
+    last_delivery_at, last_delivery_result"""
+
+
+async def schedules(
+    conn: asyncpg.Connection,
+    namespace: str,
+    *,
+    after: str | None,
+    limit: int,
+    only: str | None = None,
+) -> list[ScheduleView]:
+    """Schedules by name after ``after`` (or just ``only``)."""
+    sql = _by_name("schedules", _SCHEDULE_COLUMNS)
+    return _views(ScheduleView, await conn.fetch(sql, namespace, after, limit, only))
+
+
+async def webhooks(
+    conn: asyncpg.Connection,
+    namespace: str,
+    *,
+    after: str | None,
+    limit: int,
+    only: str | None = None,
+) -> list[WebhookView]:
+    """Webhooks by name after ``after`` (or just ``only``)."""
+    sql = _by_name("webhooks", _WEBHOOK_COLUMNS)
+    return _views(WebhookView, await conn.fetch(sql, namespace, after, limit, only))
+
+
+def _by_name(table: str, columns: str) -> str:
+    """A keyset page by name of a namespaced table: $1 namespace, $2 after, $3 limit, $4 only."""
+    return f"""SELECT {columns} FROM {table}
+               WHERE namespace = $1 AND ($2::text IS NULL OR name > $2)
+                 AND ($4::text IS NULL OR name = $4)
+               ORDER BY name LIMIT $3"""
+
+
+async def firings(
+    conn: asyncpg.Connection, namespace: str, name: str, limit: int
+) -> list[FiringView]:
+    sql = """SELECT f.id, f.scheduled_for, f.fired_at, f.result, f.misfire, f.run_id, f.message
+             FROM schedule_firings f JOIN schedules s ON s.id = f.schedule_id
+             WHERE s.namespace = $1 AND s.name = $2 ORDER BY f.id DESC LIMIT $3"""
+    return _views(FiringView, await conn.fetch(sql, namespace, name, limit))
+
+
+async def deliveries(
+    conn: asyncpg.Connection, namespace: str, name: str, limit: int
+) -> list[DeliveryView]:
+    sql = """SELECT d.id, d.received_at, d.result, d.reason, d.status_code, d.run_id, d.message
+             FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
+             WHERE w.namespace = $1 AND w.name = $2 ORDER BY d.id DESC LIMIT $3"""
+    return _views(DeliveryView, await conn.fetch(sql, namespace, name, limit))
+
+
+def _views(view: type[V], rows: list[asyncpg.Record]) -> list[V]:
+    return [view.model_validate(dict(r)) for r in rows]
+
+
+async def notifications(conn: asyncpg.Connection, run_id: int) -> list[NotificationView]:
+    rows = await conn.fetch(
+        """SELECT id, run_id, rule, event, notifier, status, attempts, subject, body, last_error,
+                  created_at, delivered_at
+           FROM notifications WHERE run_id = $1 ORDER BY id""",
+        run_id,
+    )
+    return [NotificationView.model_validate(dict(r)) for r in rows]
+
+
+async def report(conn: asyncpg.Connection, run_id: int) -> str | None:
+    value = await conn.fetchval(
+        """SELECT inline FROM artifact_refs WHERE run_id = $1 AND attempt_id IS NULL AND name = $2
+           ORDER BY id DESC LIMIT 1""",
+        run_id,
+        REPORT_ARTIFACT,
+    )
+    return value if isinstance(value, str) else None
