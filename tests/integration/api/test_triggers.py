@@ -111,3 +111,23 @@ async def test_schedules_and_webhooks_are_listed_by_name_in_pages_per_namespace(
     assert not any(token in raw.text for token in tokens.values())
     assert all(w.path.endswith("…") for w in page.items + tail.items)
     assert bad.status_code == 422 and bad.json()["code"] == "page.cursor.invalid"
+
+
+async def test_the_pipeline_listing_counts_each_pipelines_schedules_and_webhooks(
+    api: Api,
+) -> None:
+    await api.client.apply("default", PIPELINE)
+    await api.client.apply("default", {**PIPELINE, "metadata": {"name": "quiet"}})
+    for name in ("one", "two"):
+        await api.client.apply("default", yaml.safe_load(SCHEDULE.replace("nightly", name)))
+    manifest, problems = parse_manifest(WEBHOOK)
+    assert manifest is not None, problems
+    await api.h.engine.apply(manifest, "default", secret_values={"token": HOOK_TOKEN})
+    await api.client.apply("other", PIPELINE)
+    await api.client.apply("other", yaml.safe_load(SCHEDULE))
+
+    rows = {p.name: p for p in (await api.client.list_pipelines("default")).items}
+    assert (rows["ingest"].schedules, rows["ingest"].webhooks) == (2, 1)
+    assert (rows["quiet"].schedules, rows["quiet"].webhooks) == (0, 0)
+    [other] = (await api.client.list_pipelines("other")).items
+    assert (other.schedules, other.webhooks) == (1, 0)

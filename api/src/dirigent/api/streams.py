@@ -60,15 +60,20 @@ async def run_events(
     async with feeds.reading(namespace, run_id, start) as feed:
         index = 0
         while True:
+            # Everything the feed holds past this reader goes out as one chunk: one write
+            # per wake-up rather than one per frame.
+            chunk: list[bytes] = []
             while index < len(feed.entries):
                 entry = feed.entries[index]
                 index += 1
                 if entry.event == "end":
-                    yield frame("end", {"run_id": run_id, "status": entry.body}, position.id())
+                    end = {"run_id": run_id, "status": entry.body}
+                    yield b"".join([*chunk, frame("end", end, position.id())])
                     return
-                if not _advance(position, entry):
-                    continue
-                yield _frame(entry.event, entry.body, position.id())
+                if _advance(position, entry):
+                    chunk.append(_frame(entry.event, entry.body, position.id()))
+            if chunk:
+                yield b"".join(chunk)
                 last_sent = loop.time()
             if feed.failure is not None:
                 raise feed.failure

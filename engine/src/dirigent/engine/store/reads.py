@@ -65,13 +65,17 @@ async def pipeline_summaries(
     limit: int,
     only: str | None = None,
 ) -> list[PipelineSummary]:
-    """Pipelines by name after ``after`` (or just ``only``), each with its runs in flight and
-    its newest run."""
+    """Pipelines by name after ``after`` (or just ``only``), each with its runs in flight, its
+    schedules and webhooks, and its newest run (where it failed, when it did)."""
     rows = await conn.fetch(
         f"""SELECT p.namespace, p.name, p.active, p.updated_at, v.number AS version, v.digest,
                    v.document #>> '{{spec,title}}' AS title,
                    (SELECT count(*) FROM runs f WHERE f.pipeline_id = p.id
                       AND f.status IN ('queued', 'running')) AS runs_in_flight,
+                   (SELECT count(*) FROM schedules s
+                    WHERE s.namespace = p.namespace AND s.pipeline = p.name) AS schedules,
+                   (SELECT count(*) FROM webhooks w
+                    WHERE w.namespace = p.namespace AND w.pipeline = p.name) AS webhooks,
                    to_jsonb(last) AS last_run
             FROM pipelines p LEFT JOIN pipeline_versions v ON v.id = p.current_version_id
             {_LAST_RUN}
