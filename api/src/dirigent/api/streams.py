@@ -28,8 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from dirigent.api.feeds import LOG_PAGE, TERMINAL, Entry, Position, RunFeeds
-from dirigent.engine import Engine
+from dirigent.api.feeds import Entry, Position, RunFeeds
 from dirigent.engine.views import encode_cursor
 
 __all__ = ["Position", "RunFeeds", "StreamSettings", "follow_logs", "frame", "run_events"]
@@ -45,18 +44,46 @@ class StreamSettings:
 
 def frame(event: str, data: BaseModel | dict[str, Any], event_id: str | None = None) -> bytes:
     body = data.model_dump_json() if isinstance(data, BaseModel) else json.dumps(data)
-    head = f"event: {event}\n" + (f"id: {event_id}\n" if event_id else "")
-    return f"{head}data: {body}\n\n".encode()
+    return _frame(event, body, event_id)
 
 
 async def run_events(
     feeds: RunFeeds, namespace: str, run_id: int, start: Position, settings: StreamSettings
 ) -> AsyncGenerator[bytes, None]:
     """The ``$events`` frames of one run after ``start``, read from the run's shared feed."""
+    async for chunk in _follow(feeds, namespace, run_id, start, settings, logs_only=False):
+        yield chunk
+
+
+async def follow_logs(
+    feeds: RunFeeds, namespace: str, run_id: int, after: int, settings: StreamSettings
+) -> AsyncGenerator[bytes, None]:
+    """``$logs?follow=sse``: every line after log ``after`` as it is written (ids are log
+    cursors), ``end`` once the run settled and its last line went out; from the shared feed."""
+    start = Position(log=after)
+    async for chunk in _follow(feeds, namespace, run_id, start, settings, logs_only=True):
+        yield chunk
+
+
+async def _follow(
+    feeds: RunFeeds,
+    namespace: str,
+    run_id: int,
+    start: Position,
+    settings: StreamSettings,
+    *,
+    logs_only: bool,
+) -> AsyncGenerator[bytes, None]:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.lifetime
     last_sent = loop.time()
     position = replace(start)
+
+    def ident() -> str | None:
+        if logs_only:
+            return encode_cursor(position.log) if position.log else None
+        return position.id()
+
     async with feeds.reading(namespace, run_id, start) as feed:
         index = 0
         while True:
@@ -68,17 +95,17 @@ async def run_events(
                 index += 1
                 if entry.event == "end":
                     end = {"run_id": run_id, "status": entry.body}
-                    yield b"".join([*chunk, frame("end", end, position.id())])
+                    yield b"".join([*chunk, frame("end", end, ident())])
                     return
-                if _advance(position, entry):
-                    chunk.append(_frame(entry.event, entry.body, position.id()))
+                if (entry.log_id is not None or not logs_only) and _advance(position, entry):
+                    chunk.append(_frame(entry.event, entry.body, ident()))
             if chunk:
                 yield b"".join(chunk)
                 last_sent = loop.time()
             if feed.failure is not None:
                 raise feed.failure
             if loop.time() >= deadline:
-                yield frame("expired", _expired(run_id), position.id())
+                yield frame("expired", _expired(run_id), ident())
                 return
             quiet = loop.time() - last_sent
             await feed.wait(index, min(KEEPALIVE_SECONDS - quiet, deadline - loop.time()))
@@ -101,46 +128,10 @@ def _advance(position: Position, entry: Entry) -> bool:
     return True
 
 
-def _frame(event: str, body: str, event_id: str) -> bytes:
-    return f"event: {event}\nid: {event_id}\ndata: {body}\n\n".encode()
-
-
-async def follow_logs(
-    engine: Engine,
-    namespace: str,
-    run_id: int,
-    cursor: str | None,
-    settings: StreamSettings,
-) -> AsyncGenerator[bytes, None]:
-    """``$logs?follow=sse``: every line after ``cursor`` as it is written; ``end`` once settled."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + settings.lifetime
-    quiet_since = loop.time()
-    while True:
-        status = await _status(engine, namespace, run_id)
-        page = await engine.logs(namespace, run_id, cursor=cursor, limit=LOG_PAGE)
-        for line in page.items:
-            cursor = encode_cursor(line.id)
-            yield frame("log", line, cursor)
-        if page.items:
-            quiet_since = loop.time()
-        if len(page.items) == LOG_PAGE:
-            continue
-        if status in TERMINAL:
-            yield frame("end", {"run_id": run_id, "status": status}, cursor)
-            return
-        if loop.time() >= deadline:
-            yield frame("expired", _expired(run_id), cursor)
-            return
-        if loop.time() - quiet_since >= KEEPALIVE_SECONDS:
-            quiet_since = loop.time()
-            yield b": keepalive\n\n"
-        await asyncio.sleep(settings.poll)  # the poll interval: logs have no notification
+def _frame(event: str, body: str, event_id: str | None) -> bytes:
+    head = f"event: {event}\n" + (f"id: {event_id}\n" if event_id else "")
+    return f"{head}data: {body}\n\n".encode()
 
 
 def _expired(run_id: int) -> dict[str, Any]:
     return {"run_id": run_id, "reason": "stream lifetime reached; reconnect with Last-Event-ID"}
-
-
-async def _status(engine: Engine, namespace: str, run_id: int) -> str:
-    return await engine.run_status(namespace, run_id) or "unknown"

@@ -86,6 +86,7 @@ from dirigent.engine.views import (
     WebhookView,
     WorkerView,
     decode_cursor,
+    decode_key,
     encode_cursor,
 )
 
@@ -308,7 +309,7 @@ class Engine:
     async def pipelines(
         self, namespace: str, *, cursor: str | None = None, limit: int = 100
     ) -> Page[PipelineSummary]:
-        after = decode_cursor(cursor, 1)[0] if cursor else None
+        after = decode_key(cursor, str)
         rows = await self._read(
             lambda c: reads.pipeline_summaries(c, namespace, after=after, limit=_limit(limit))
         )
@@ -325,7 +326,7 @@ class Engine:
         cursor: str | None = None,
         limit: int = 100,
     ) -> Page[RunSummary]:
-        before = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        before = decode_key(cursor, int)
         rows = await self._read(
             lambda c: reads.run_summaries(
                 c, namespace, where or RunFilter(), before_id=before, limit=_limit(limit)
@@ -340,7 +341,7 @@ class Engine:
         self, namespace: str, run_id: int, step: str, *, cursor: str | None = None, limit: int = 100
     ) -> Page[ItemView]:
         await self._require_run(namespace, run_id)
-        after = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        after = decode_key(cursor, int)
         rows = await self._read(
             lambda c: reads.items_page(c, run_id, step, after=after, limit=_limit(limit))
         )
@@ -356,7 +357,7 @@ class Engine:
         limit: int = 100,
     ) -> Page[AttemptView]:
         await self._require_run(namespace, run_id)
-        after = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        after = decode_key(cursor, int)
         rows = await self._read(
             lambda c: reads.attempts_page(c, run_id, step, after=after, limit=_limit(limit))
         )
@@ -367,7 +368,7 @@ class Engine:
     ) -> Page[LogView]:
         """Log lines after the cursor. ``next`` is always set: following a log never ends."""
         await self._require_run(namespace, run_id)
-        after = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        after = decode_key(cursor, int)
         rows = await self._read(
             lambda c: reads.logs_page(c, run_id, after=after, limit=_limit(limit))
         )
@@ -523,7 +524,7 @@ class Engine:
     async def schedules(
         self, namespace: str, *, cursor: str | None = None, limit: int = 100
     ) -> Page[ScheduleView]:
-        after = decode_cursor(cursor, 1)[0] if cursor else None
+        after = decode_key(cursor, str)
         rows = await self._read(
             lambda c: reads.schedules(c, namespace, after=after, limit=_limit(limit))
         )
@@ -542,7 +543,7 @@ class Engine:
         self, namespace: str, *, cursor: str | None = None, limit: int = 100
     ) -> Page[WebhookView]:
         """Webhooks by name; a webhook's token is never shown, only its prefix in ``path``."""
-        after = decode_cursor(cursor, 1)[0] if cursor else None
+        after = decode_key(cursor, str)
         rows = await self._read(
             lambda c: reads.webhooks(c, namespace, after=after, limit=_limit(limit))
         )
@@ -574,7 +575,7 @@ class Engine:
         self, namespace: str, name: str, *, cursor: str | None = None, limit: int = 100
     ) -> Page[PipelineVersionView] | None:
         """A pipeline's versions, newest first; None when there is no such pipeline."""
-        before = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        before = decode_key(cursor, int)
         rows = await self._read(
             lambda c: api_reads.pipeline_versions(
                 c, namespace, name, before=before, limit=_limit(limit)
@@ -613,7 +614,7 @@ class Engine:
         self, namespace: str, *, cursor: str | None = None, limit: int = 100
     ) -> Page[ConnectionView]:
         """Connections by name, secrets redacted to their field names."""
-        after = decode_cursor(cursor, 1)[0] if cursor else None
+        after = decode_key(cursor, str)
         rows = await self._read(
             lambda c: api_reads.connections(c, namespace, after=after, limit=_limit(limit))
         )
@@ -623,7 +624,7 @@ class Engine:
         return await self._read(lambda c: api_reads.connection(c, namespace, name))
 
     async def workers(self, *, cursor: str | None = None, limit: int = 100) -> Page[WorkerView]:
-        after = decode_cursor(cursor, 1)[0] if cursor else None
+        after = decode_key(cursor, str)
         rows = await self._read(lambda c: api_reads.workers(c, after=after, limit=_limit(limit)))
         return _page(rows, limit, lambda r: (r.id,))
 
@@ -635,7 +636,7 @@ class Engine:
         self, namespace: str, run_id: int, *, cursor: str | None = None, limit: int = 100
     ) -> Page[ArtifactView]:
         await self._require_run(namespace, run_id)
-        after = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        after = decode_key(cursor, int)
         rows = await self._read(
             lambda c: api_reads.artifacts(c, run_id, after=after, limit=_limit(limit))
         )

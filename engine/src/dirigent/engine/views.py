@@ -45,6 +45,7 @@ __all__ = [
     "WebhookView",
     "WorkerView",
     "decode_cursor",
+    "decode_key",
     "encode_cursor",
 ]
 
@@ -86,6 +87,21 @@ def decode_cursor(cursor: str, arity: int) -> list[Any]:
             ]
         )
     return key
+
+
+K = TypeVar("K", int, str)
+
+
+def decode_key(cursor: str | None, kind: type[K]) -> K | None:
+    """The one key inside a cursor (a row id or a name; None without a cursor), refused like
+    any cursor this server never handed out when it is not of ``kind``."""
+    if not cursor:
+        return None
+    [key] = decode_cursor(cursor, 1)
+    if type(key) is not kind:
+        decode_cursor("", 1)  # raises page.cursor.invalid
+    found: K = key
+    return found
 
 
 class LastRun(_View):
