@@ -7,6 +7,7 @@ time for latencies (so a figure is the server's answer time plus loopback, not q
 
     uv run python bench/api.py            # 10,000 items, 1,000 pipelines, 100 followers
     uv run python bench/api.py --quick    # small sizes, to check the script works
+    uv run python bench/api.py --only detail --only followers   # some parts only
 
 Target (ARCHITECTURE): run detail of a 10,000-item fan-out answers in under 50 ms.
 """
@@ -179,7 +180,7 @@ async def followers(
                     ended.append(time.perf_counter())
             counts.append(seen)
 
-    cpu0 = cpu_seconds(api_pid)
+    cpu0, own0 = cpu_seconds(api_pid), time.process_time()
     tasks = [asyncio.create_task(follow()) for _ in range(n)]
     await asyncio.sleep(1)  # let every follower connect before the work starts
     workers = start_workers(url, 2, 16, root)
@@ -194,12 +195,16 @@ async def followers(
     print(
         f"{n} followers of one {items}-item run: every follower got {set(counts)} events; "
         f"run took {settled - t0:.1f}s; end seen after settle p50 {statistics.median(lags):.0f} ms "
-        f"max {lags[-1]:.0f} ms; API CPU {cpu_seconds(api_pid) - cpu0:.1f}s",
+        f"max {lags[-1]:.0f} ms; API CPU {cpu_seconds(api_pid) - cpu0:.1f}s, "
+        f"followers' (this process's) CPU {time.process_time() - own0:.1f}s",
         flush=True,
     )
 
 
-async def main(quick: bool) -> None:
+PARTS = ("detail", "listing", "followers")
+
+
+async def main(quick: bool, parts: set[str]) -> None:
     items, count, n = (500, 50, 10) if quick else (10_000, 1_000, 100)
     base_dir = Path(tempfile.mkdtemp(prefix="dirigent-bench-api-"))
     with EmbeddedPostgres(base_dir / "pg") as server:
@@ -214,9 +219,13 @@ async def main(quick: bool) -> None:
         try:
             await wait_ready(base)
             async with Engine.open(settings) as engine, Client(base, TOKEN, timeout=60) as api:
-                await run_detail(engine, api, url, root, items)
-                await listing(engine, api, count)
-                await followers(engine, base, url, root, api_process.pid, n, items // 10)
+                if "detail" in parts:
+                    await run_detail(engine, api, url, root, items)
+                if "listing" in parts:
+                    await listing(engine, api, count)
+                if "followers" in parts:
+                    for many in (1, n):  # one follower first: the same run size's baseline
+                        await followers(engine, base, url, root, api_process.pid, many, items // 10)
         finally:
             api_process.send_signal(signal.SIGTERM)
             api_process.wait(timeout=30)
@@ -225,4 +234,8 @@ async def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
-    asyncio.run(main(parser.parse_args().quick))
+    parser.add_argument(
+        "--only", choices=PARTS, action="append", help="measure only these parts (repeatable)"
+    )
+    args = parser.parse_args()
+    asyncio.run(main(args.quick, set(args.only or PARTS)))

@@ -119,3 +119,77 @@ async def test_open_streams_are_budgeted_per_principal(db_url: str, tmp_path: Pa
                     return again.status_code == 200
 
             await eventually(reopens, timeout=10, what="the stream budget given back")
+
+
+async def test_many_followers_share_one_feed_and_each_reads_the_whole_story(
+    db_url: str, tmp_path: Path
+) -> None:
+    async with served(db_url, tmp_path / "a", streams=StreamBudget(100)) as api:
+        await many_followers(api, tmp_path)
+
+
+async def many_followers(api: Api, tmp_path: Path) -> None:
+    """Followers on a real server each get every event in order from one shared reading of
+    the run; some drop and resume with Last-Event-ID while it runs and lose nothing."""
+    await api.client.apply("default", yaml.safe_load(SLOW_FAN_OUT % (tmp_path / "rec.log")))
+    run = await api.client.run("default", "slow-fan", {"n": list(range(30))})
+    feeds = api.server.app.state.feeds
+    followers, droppers = 24, 6
+    connected: list[int] = []
+
+    async def follow(drop_every: int | None) -> tuple[list[StreamEvent], int]:
+        received: list[StreamEvent] = []
+        last: str | None = None
+        connections = 0
+        while not received or received[-1].event != "end":
+            connections += 1
+            async for event in api.client.events("default", run.run_id, last_event_id=last):
+                if connections == 1 and not received:
+                    connected.append(1)
+                received.append(event)
+                last = event.id
+                if drop_every and event.event != "end" and len(received) % drop_every == 0:
+                    break
+        return received, connections
+
+    tasks = [asyncio.create_task(follow(None)) for _ in range(followers - droppers)]
+    tasks += [asyncio.create_task(follow(11 + i)) for i in range(droppers)]
+    async with asyncio.timeout(30):
+        while len(connected) < followers:
+            assert not [t for t in tasks if t.done()], "a follower stopped before the run began"
+            await asyncio.sleep(0.02)
+    assert len(feeds) == 1  # one reading of the run, however many follow it
+    async with api.h.workers(1, concurrency=2):
+        results = await asyncio.gather(*tasks)
+    assert len(feeds) == 0  # the last follower to leave stopped it
+
+    story = await engine_story(api.h.engine, run.run_id)
+    lines = [line["id"] for line in await api.h.logs(run.run_id)]
+    assert len(lines) >= 60
+    for received, _ in results:
+        assert [
+            e.data["cursor"] for e in received if e.event in ("run", "step", "attempt")
+        ] == story
+        assert [e.data["id"] for e in received if e.event == "log"] == lines
+        assert [e.event for e in received].count("end") == 1 and received[-1].event == "end"
+    assert all(connections > 3 for _, connections in results[-droppers:])
+
+
+async def test_a_follower_resuming_before_the_shared_feed_reads_from_its_own_position(
+    api: Api, tmp_path: Path
+) -> None:
+    await api.client.apply("default", yaml.safe_load(SLOW_FAN_OUT % (tmp_path / "rec.log")))
+    run = await api.client.run("default", "slow-fan", {"n": [1, 2, 3]})
+    async with api.h.workers(1):
+        assert await api.h.until_settled(run.run_id) == "succeeded"
+    whole = [e async for e in api.client.events("default", run.run_id)]
+    middle = whole[len(whole) // 2]
+    # A follower from the middle holds the run's shared feed, which starts there; one from
+    # the beginning, joining meanwhile, must still read the whole story.
+    late = api.client.events("default", run.run_id, last_event_id=middle.id)
+    first = await anext(late)
+    assert first.id == whole[len(whole) // 2 + 1].id
+    again = [e async for e in api.client.events("default", run.run_id)]
+    rest = [first] + [e async for e in late]
+    assert [(e.event, e.data) for e in again] == [(e.event, e.data) for e in whole]
+    assert [e.id for e in rest] == [e.id for e in whole[len(whole) // 2 + 1 :]]

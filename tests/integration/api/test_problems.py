@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 
+from dirigent.engine.views import encode_cursor
 from tests.integration.api.conftest import TOKEN, Api
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -101,3 +102,26 @@ async def test_metrics_are_served_on_their_own_port(api: Api) -> None:
         'route="/api/v1/namespaces/{namespace}/pipelines",status="200"} 1.0'
     )
     assert wanted in text
+
+
+async def test_a_well_formed_cursor_holding_the_wrong_kind_of_key_is_a_422_problem(
+    api: Api,
+) -> None:
+    """A cursor is opaque, but one a client forged from valid base64 JSON must still be
+    refused as a Problem, never reach the database as the wrong type (a 500)."""
+    base = "/api/v1/namespaces/default"
+    name_cursor, id_cursor = encode_cursor("zzz"), encode_cursor(12)
+    async with httpx.AsyncClient(
+        base_url=api.url, headers={"Authorization": f"Bearer {TOKEN}"}
+    ) as http:
+        answers = [
+            await http.get(f"{base}/runs", params={"after": name_cursor}),
+            await http.get(f"{base}/pipelines", params={"after": id_cursor}),
+            await http.get(f"{base}/schedules", params={"after": id_cursor}),
+            await http.get(f"{base}/connections", params={"after": id_cursor}),
+            await http.get("/api/v1/workers", params={"after": id_cursor}),
+        ]
+        fine = await http.get(f"{base}/pipelines", params={"after": name_cursor})
+    for answer in answers:
+        assert_problem(answer, 422, "page.cursor.invalid")
+    assert fine.status_code == 200 and fine.json() == {"items": [], "next": None}

@@ -71,3 +71,63 @@ async def test_webhooks_are_not_applied_through_the_api(api: Api) -> None:
     with pytest.raises(ApiError) as refused:
         await api.client.apply("default", WEBHOOK)
     assert refused.value.problem.code == "apply.kind.not_via_api"
+
+
+async def test_schedules_and_webhooks_are_listed_by_name_in_pages_per_namespace(
+    api: Api,
+) -> None:
+    for namespace in ("default", "other"):
+        await api.client.apply(namespace, PIPELINE)
+    names = ["a-nightly", "b-hourly", "c-weekly"]
+    for name in names:
+        schedule = yaml.safe_load(SCHEDULE.replace("nightly", name))
+        await api.client.apply("default", schedule)
+    await api.client.apply("other", yaml.safe_load(SCHEDULE.replace("nightly", "elsewhere")))
+    tokens = {}
+    for i, name in enumerate(["hook-a", "hook-b", "hook-c"]):
+        manifest, problems = parse_manifest({**WEBHOOK, "metadata": {"name": name}})
+        assert manifest is not None, problems
+        tokens[name] = f"hook-{i}-" + "0123abcd" * 6
+        await api.h.engine.apply(manifest, "default", secret_values={"token": tokens[name]})
+
+    first = await api.client.list_schedules("default", limit=2)
+    assert [s.name for s in first.items] == names[:2] and first.next is not None
+    rest = await api.client.list_schedules("default", limit=2, after=first.next)
+    assert [s.name for s in rest.items] == names[2:] and rest.next is None
+    assert {s.pipeline for s in first.items + rest.items} == {"ingest"}
+    assert [s.name for s in (await api.client.list_schedules("other")).items] == ["elsewhere"]
+    assert (await api.client.get_schedule("default", "b-hourly")).name == "b-hourly"
+
+    page = await api.client.list_webhooks("default", limit=2)
+    tail = await api.client.list_webhooks("default", limit=2, after=page.next)
+    assert [w.name for w in page.items + tail.items] == ["hook-a", "hook-b", "hook-c"]
+    assert tail.next is None and (await api.client.list_webhooks("other")).items == []
+    async with httpx.AsyncClient(
+        base_url=api.url, headers={"Authorization": f"Bearer {TOKEN}"}
+    ) as http:
+        raw = await http.get("/api/v1/namespaces/default/webhooks")
+        bad = await http.get("/api/v1/namespaces/default/webhooks", params={"after": "nope"})
+    assert raw.status_code == 200
+    assert not any(token in raw.text for token in tokens.values())
+    assert all(w.path.endswith("…") for w in page.items + tail.items)
+    assert bad.status_code == 422 and bad.json()["code"] == "page.cursor.invalid"
+
+
+async def test_the_pipeline_listing_counts_each_pipelines_schedules_and_webhooks(
+    api: Api,
+) -> None:
+    await api.client.apply("default", PIPELINE)
+    await api.client.apply("default", {**PIPELINE, "metadata": {"name": "quiet"}})
+    for name in ("one", "two"):
+        await api.client.apply("default", yaml.safe_load(SCHEDULE.replace("nightly", name)))
+    manifest, problems = parse_manifest(WEBHOOK)
+    assert manifest is not None, problems
+    await api.h.engine.apply(manifest, "default", secret_values={"token": HOOK_TOKEN})
+    await api.client.apply("other", PIPELINE)
+    await api.client.apply("other", yaml.safe_load(SCHEDULE))
+
+    rows = {p.name: p for p in (await api.client.list_pipelines("default")).items}
+    assert (rows["ingest"].schedules, rows["ingest"].webhooks) == (2, 1)
+    assert (rows["quiet"].schedules, rows["quiet"].webhooks) == (0, 0)
+    [other] = (await api.client.list_pipelines("other")).items
+    assert (other.schedules, other.webhooks) == (1, 0)

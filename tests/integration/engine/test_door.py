@@ -270,3 +270,72 @@ async def test_an_event_that_commits_late_is_not_skipped(h: Harness) -> None:
         )
         got = [e.run_id for e in live if e.entity == "run"]
     assert sorted(got) == sorted([early.run_id, late.run_id])
+
+
+MIXED = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: mixed}
+spec:
+  steps:
+    each: {block: core.sleep, forEach: [0, -1, 0, -1, 0], onItemFailure: Continue,
+           config: {seconds: "${item}"}}
+    after: {block: core.noop, dependsOn: [each]}
+    fan: {block: core.noop, forEach: [1, 2, 3], dependsOn: [each]}
+"""
+
+
+async def grouped_items(h: Harness, run_id: int) -> dict[str, dict[str, int]]:
+    """The fan-out grid counted row by row: what the folded counters must agree with."""
+    rows = await h.pool.fetch(
+        """SELECT step, CASE WHEN status IN ('pending', 'queued') THEN 'pending' ELSE status END
+                  AS status, count(*) AS n
+           FROM run_items WHERE run_id = $1 GROUP BY 1, 2""",
+        run_id,
+    )
+    folded: dict[str, dict[str, int]] = {}
+    for r in rows:
+        folded.setdefault(r["step"], {})[r["status"]] = r["n"]
+    return folded
+
+
+async def test_run_detail_counts_come_from_the_step_counters_and_match_the_grid(
+    h: Harness,
+) -> None:
+    engine = h.engine
+    await engine.apply(manifest(MIXED), "default")
+    queued = await engine.start_run(RunRequest("default", "mixed"))
+    detail = await engine.run("default", queued.run_id)
+    assert detail is not None
+    assert {s.step: s.items_by_status for s in detail.steps} == {
+        "each": {"pending": 5},
+        "after": {},
+        "fan": {"pending": 3},
+    }
+    assert await grouped_items(h, queued.run_id) == {
+        "each": {"pending": 5},
+        "fan": {"pending": 3},
+    }
+    await engine.cancel_run("default", queued.run_id, reason="test")
+    cancelled = await engine.run("default", queued.run_id)
+    assert cancelled is not None
+    by_step = {s.step: s.items_by_status for s in cancelled.steps if s.items is not None}
+    assert by_step == await grouped_items(h, queued.run_id)
+    assert by_step["each"] == {"cancelled": 5}
+
+    run = await engine.start_run(RunRequest("default", "mixed"))
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "completed_with_errors"
+    settled = await engine.run("default", run.run_id)
+    assert settled is not None
+    steps = {s.step: s for s in settled.steps}
+    assert steps["each"].items_by_status == {"succeeded": 3, "failed": 2}
+    assert steps["fan"].items_by_status == {"succeeded": 3}
+    assert {k: v.items_by_status for k, v in steps.items() if v.items} == await grouped_items(
+        h, run.run_id
+    )
+    attempts = await h.pool.fetch(
+        "SELECT step, count(*) AS n FROM step_attempts WHERE run_id = $1 GROUP BY step",
+        run.run_id,
+    )
+    assert {s: d.attempts for s, d in steps.items()} == {r["step"]: r["n"] for r in attempts}

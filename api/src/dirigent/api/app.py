@@ -27,7 +27,7 @@ from dirigent.api.routes import (
     triggers,
 )
 from dirigent.api.routes.hooks import hooks_router
-from dirigent.api.streams import StreamSettings
+from dirigent.api.streams import RunFeeds, StreamSettings
 from dirigent.engine import Engine
 
 API_PREFIX = "/api/v1"
@@ -72,5 +72,6 @@ def create_app(
     app.state.metrics = metrics or ApiMetrics()
     app.state.streams = streams or StreamBudget()
     app.state.stream_settings = stream_settings or StreamSettings()
+    app.state.feeds = RunFeeds(engine, poll=app.state.stream_settings.poll)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     return app

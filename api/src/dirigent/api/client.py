@@ -29,7 +29,9 @@ from dirigent.api.models import (
     BlockView,
     CancelReceipt,
     ConnectionView,
+    DeliveryView,
     FailureView,
+    FiringView,
     Health,
     ItemView,
     LogView,
@@ -42,8 +44,10 @@ from dirigent.api.models import (
     RunCreatedView,
     RunDetail,
     RunSummary,
+    ScheduleView,
     SystemInfo,
     ValidationReport,
+    WebhookView,
     WorkerView,
 )
 
@@ -321,6 +325,40 @@ class Client:
 
     async def ready(self) -> Health:
         return await self._model(Health, "GET", "/health/ready")
+
+    # --- triggers (issue 12) ---------------------------------------------------------
+
+    async def list_schedules(
+        self, namespace: str, *, limit: int = 50, after: str | None = None
+    ) -> Page[ScheduleView]:
+        path = f"{self._ns(namespace)}/schedules"
+        params = _params(limit=limit, after=after)
+        return await self._model(Page[ScheduleView], "GET", path, params=params)
+
+    async def get_schedule(self, namespace: str, name: str) -> ScheduleView:
+        return await self._model(ScheduleView, "GET", f"{self._ns(namespace)}/schedules/{name}")
+
+    async def list_firings(self, namespace: str, name: str, *, limit: int = 50) -> list[FiringView]:
+        path = f"{self._ns(namespace)}/schedules/{name}/firings"
+        response = await self._call("GET", path, params={"limit": limit})
+        return TypeAdapter(list[FiringView]).validate_json(response.content)
+
+    async def list_webhooks(
+        self, namespace: str, *, limit: int = 50, after: str | None = None
+    ) -> Page[WebhookView]:
+        path = f"{self._ns(namespace)}/webhooks"
+        params = _params(limit=limit, after=after)
+        return await self._model(Page[WebhookView], "GET", path, params=params)
+
+    async def get_webhook(self, namespace: str, name: str) -> WebhookView:
+        return await self._model(WebhookView, "GET", f"{self._ns(namespace)}/webhooks/{name}")
+
+    async def list_deliveries(
+        self, namespace: str, name: str, *, limit: int = 50
+    ) -> list[DeliveryView]:
+        path = f"{self._ns(namespace)}/webhooks/{name}/deliveries"
+        response = await self._call("GET", path, params={"limit": limit})
+        return TypeAdapter(list[DeliveryView]).validate_json(response.content)
 
 
 def _params(**values: Any) -> dict[str, Any]:

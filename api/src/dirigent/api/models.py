@@ -13,14 +13,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dirigent.engine.problems import Problem
-from dirigent.engine.trigger_views import DeliveryView, FiringView, ScheduleView, WebhookView
 from dirigent.engine.views import (
     ArtifactView,
     AttemptView,
     BlockView,
     ConnectionView,
+    DeliveryView,
     EngineEvent,
     FailureView,
+    FiringView,
     ItemView,
     LogView,
     Page,
@@ -28,8 +29,10 @@ from dirigent.engine.views import (
     PipelineVersionView,
     RunDetail,
     RunSummary,
+    ScheduleView,
     StepDetail,
     SystemInfo,
+    WebhookView,
     WorkerView,
 )
 

@@ -32,6 +32,7 @@ class ApiServer:
             lifespan="off",
             timeout_graceful_shutdown=5,
         )
+        self.app = app
         self.server = _Server(config)
         self.host = host
         self._task: asyncio.Task[None] | None = None

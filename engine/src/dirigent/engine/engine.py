@@ -48,7 +48,6 @@ from dirigent.engine.store import (
     reads,
     retrying,
     runs,
-    trigger_reads,
 )
 from dirigent.engine.store import backfill as backfill_store
 from dirigent.engine.store import connections as connections_store
@@ -62,33 +61,32 @@ from dirigent.engine.store.reads import RunFilter
 from dirigent.engine.store.retrying import ManualRetry
 from dirigent.engine.store.runs import RunCreated, RunRequest
 from dirigent.engine.store.versions import VersionCache
-from dirigent.engine.trigger_views import (
-    BackfillResult,
-    DeliveryView,
-    FiringView,
-    NotificationView,
-    ScheduleView,
-    WebhookView,
-)
 from dirigent.engine.validation.catalog import check_against_catalog
 from dirigent.engine.validation.pipelines import check_pipeline
 from dirigent.engine.views import (
     ArtifactView,
     AttemptView,
+    BackfillResult,
     BlockView,
     ConnectionView,
+    DeliveryView,
     EngineEvent,
     FailureView,
+    FiringView,
     ItemView,
     LogView,
+    NotificationView,
     Page,
     PipelineSummary,
     PipelineVersionView,
     RunDetail,
     RunSummary,
+    ScheduleView,
     SystemInfo,
+    WebhookView,
     WorkerView,
     decode_cursor,
+    decode_key,
     encode_cursor,
 )
 
@@ -315,7 +313,7 @@ class Engine:
     async def pipelines(
         self, namespace: str, *, cursor: str | None = None, limit: int = 100
     ) -> Page[PipelineSummary]:
-        after = decode_cursor(cursor, 1)[0] if cursor else None
+        after = decode_key(cursor, str)
         rows = await self._read(
             lambda c: reads.pipeline_summaries(c, namespace, after=after, limit=_limit(limit))
         )
@@ -332,7 +330,7 @@ class Engine:
         cursor: str | None = None,
         limit: int = 100,
     ) -> Page[RunSummary]:
-        before = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        before = decode_key(cursor, int)
         rows = await self._read(
             lambda c: reads.run_summaries(
                 c, namespace, where or RunFilter(), before_id=before, limit=_limit(limit)
@@ -347,7 +345,7 @@ class Engine:
         self, namespace: str, run_id: int, step: str, *, cursor: str | None = None, limit: int = 100
     ) -> Page[ItemView]:
         await self._require_run(namespace, run_id)
-        after = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        after = decode_key(cursor, int)
         rows = await self._read(
             lambda c: reads.items_page(c, run_id, step, after=after, limit=_limit(limit))
         )
@@ -363,7 +361,7 @@ class Engine:
         limit: int = 100,
     ) -> Page[AttemptView]:
         await self._require_run(namespace, run_id)
-        after = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        after = decode_key(cursor, int)
         rows = await self._read(
             lambda c: reads.attempts_page(c, run_id, step, after=after, limit=_limit(limit))
         )
@@ -374,7 +372,7 @@ class Engine:
     ) -> Page[LogView]:
         """Log lines after the cursor. ``next`` is always set: following a log never ends."""
         await self._require_run(namespace, run_id)
-        after = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        after = decode_key(cursor, int)
         rows = await self._read(
             lambda c: reads.logs_page(c, run_id, after=after, limit=_limit(limit))
         )
@@ -529,30 +527,53 @@ class Engine:
             lambda c: schedules_store.set_paused(c, namespace, name, paused, now=now, grace=grace)
         )
 
+    async def schedules(
+        self, namespace: str, *, cursor: str | None = None, limit: int = 100
+    ) -> Page[ScheduleView]:
+        after = decode_key(cursor, str)
+        rows = await self._read(
+            lambda c: reads.schedules(c, namespace, after=after, limit=_limit(limit))
+        )
+        return _page(rows, limit, lambda r: (r.name,))
+
     async def schedule(self, namespace: str, name: str) -> ScheduleView | None:
-        return await self._read(lambda c: trigger_reads.schedule(c, namespace, name))
+        found = await self._read(
+            lambda c: reads.schedules(c, namespace, after=None, limit=1, only=name)
+        )
+        return found[0] if found else None
 
     async def firings(self, namespace: str, name: str, *, limit: int = 100) -> list[FiringView]:
-        return await self._read(lambda c: trigger_reads.firings(c, namespace, name, _limit(limit)))
+        return await self._read(lambda c: reads.firings(c, namespace, name, _limit(limit)))
+
+    async def webhooks(
+        self, namespace: str, *, cursor: str | None = None, limit: int = 100
+    ) -> Page[WebhookView]:
+        """Webhooks by name; a webhook's token is never shown, only its prefix in ``path``."""
+        after = decode_key(cursor, str)
+        rows = await self._read(
+            lambda c: reads.webhooks(c, namespace, after=after, limit=_limit(limit))
+        )
+        return _page(rows, limit, lambda r: (r.name,))
 
     async def webhook(self, namespace: str, name: str) -> WebhookView | None:
-        return await self._read(lambda c: trigger_reads.webhook(c, namespace, name))
+        found = await self._read(
+            lambda c: reads.webhooks(c, namespace, after=None, limit=1, only=name)
+        )
+        return found[0] if found else None
 
     async def deliveries(
         self, namespace: str, name: str, *, limit: int = 100
     ) -> list[DeliveryView]:
-        return await self._read(
-            lambda c: trigger_reads.deliveries(c, namespace, name, _limit(limit))
-        )
+        return await self._read(lambda c: reads.deliveries(c, namespace, name, _limit(limit)))
 
     async def notifications(self, namespace: str, run_id: int) -> list[NotificationView]:
         await self._require_run(namespace, run_id)
-        return await self._read(lambda c: trigger_reads.notifications(c, run_id))
+        return await self._read(lambda c: reads.notifications(c, run_id))
 
     async def report(self, namespace: str, run_id: int) -> str | None:
         """The run's markdown report, when its pipeline declares one and it rendered."""
         await self._require_run(namespace, run_id)
-        return await self._read(lambda c: trigger_reads.report(c, run_id))
+        return await self._read(lambda c: reads.report(c, run_id))
 
     # --- REST API reads (issue 12) ---------------------------------------------------
 
@@ -560,7 +581,7 @@ class Engine:
         self, namespace: str, name: str, *, cursor: str | None = None, limit: int = 100
     ) -> Page[PipelineVersionView] | None:
         """A pipeline's versions, newest first; None when there is no such pipeline."""
-        before = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        before = decode_key(cursor, int)
         rows = await self._read(
             lambda c: api_reads.pipeline_versions(
                 c, namespace, name, before=before, limit=_limit(limit)
@@ -599,7 +620,7 @@ class Engine:
         self, namespace: str, *, cursor: str | None = None, limit: int = 100
     ) -> Page[ConnectionView]:
         """Connections by name, secrets redacted to their field names."""
-        after = decode_cursor(cursor, 1)[0] if cursor else None
+        after = decode_key(cursor, str)
         rows = await self._read(
             lambda c: api_reads.connections(c, namespace, after=after, limit=_limit(limit))
         )
@@ -609,7 +630,7 @@ class Engine:
         return await self._read(lambda c: api_reads.connection(c, namespace, name))
 
     async def workers(self, *, cursor: str | None = None, limit: int = 100) -> Page[WorkerView]:
-        after = decode_cursor(cursor, 1)[0] if cursor else None
+        after = decode_key(cursor, str)
         rows = await self._read(lambda c: api_reads.workers(c, after=after, limit=_limit(limit)))
         return _page(rows, limit, lambda r: (r.id,))
 
@@ -621,7 +642,7 @@ class Engine:
         self, namespace: str, run_id: int, *, cursor: str | None = None, limit: int = 100
     ) -> Page[ArtifactView]:
         await self._require_run(namespace, run_id)
-        after = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        after = decode_key(cursor, int)
         rows = await self._read(
             lambda c: api_reads.artifacts(c, run_id, after=after, limit=_limit(limit))
         )

@@ -17,27 +17,35 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dirigent.engine.problems import ProblemsError, problem
+from dirigent.engine.problems import Problem, ProblemsError, problem
 
 __all__ = [
     "ArtifactView",
     "AttemptView",
+    "BackfillResult",
+    "BackfillWindow",
     "BlockView",
     "ConnectionView",
+    "DeliveryView",
     "EngineEvent",
     "FailureView",
+    "FiringView",
     "ItemView",
     "LastRun",
     "LogView",
+    "NotificationView",
     "Page",
     "PipelineSummary",
     "PipelineVersionView",
     "RunDetail",
     "RunSummary",
+    "ScheduleView",
     "StepDetail",
     "SystemInfo",
+    "WebhookView",
     "WorkerView",
     "decode_cursor",
+    "decode_key",
     "encode_cursor",
 ]
 
@@ -79,6 +87,21 @@ def decode_cursor(cursor: str, arity: int) -> list[Any]:
             ]
         )
     return key
+
+
+K = TypeVar("K", int, str)
+
+
+def decode_key(cursor: str | None, kind: type[K]) -> K | None:
+    """The one key inside a cursor (a row id or a name; None without a cursor), refused like
+    any cursor this server never handed out when it is not of ``kind``."""
+    if not cursor:
+        return None
+    [key] = decode_cursor(cursor, 1)
+    if type(key) is not kind:
+        decode_cursor("", 1)  # raises page.cursor.invalid
+    found: K = key
+    return found
 
 
 class LastRun(_View):
@@ -133,7 +156,11 @@ class StepDetail(_View):
     status: str
     skip_reason: str | None = None
     items: int | None = None
-    items_by_status: dict[str, int] = Field(default_factory=dict)
+    items_by_status: dict[str, int] = Field(
+        default_factory=dict,
+        description="A fan-out's items by status, zeros left out; items not settled yet "
+        "(waiting for or in an attempt) count as pending",
+    )
     attempts: int = 0
     with_errors: bool = False
     started_at: datetime | None = None
@@ -295,3 +322,82 @@ class SystemInfo(_View):
     connection_kinds: list[str] = Field(default_factory=list)
     notifiers: list[str] = Field(default_factory=list)
     enabled_unsafe_blocks: list[str] = Field(default_factory=list)
+
+
+# --- Triggers, alerts and backfills ------------------------------------------------------
+# The operator writes Schedule and Webhook status from ``ScheduleView`` and ``WebhookView``;
+# the API serves the same models. None carries a token or a secret: a webhook is shown by the
+# prefix of its token, never the token.
+
+
+class ScheduleView(_View):
+    namespace: str
+    name: str
+    pipeline: str
+    paused: bool
+    next_fire_at: datetime | None
+    last_fire_at: datetime | None
+    last_run_id: int | None
+    last_error: str | None
+
+
+class FiringView(_View):
+    id: int
+    scheduled_for: datetime
+    fired_at: datetime
+    result: str  # fired | failed
+    misfire: bool
+    run_id: int | None
+    message: str | None
+
+
+class WebhookView(_View):
+    namespace: str
+    name: str
+    pipeline: str
+    enabled: bool
+    path: str = Field(description="The URL path, with the token shortened to its prefix.")
+    last_delivery_at: datetime | None
+    last_delivery_result: str | None
+
+
+class DeliveryView(_View):
+    id: int
+    received_at: datetime
+    result: str  # accepted | refused
+    reason: str | None
+    status_code: int
+    run_id: int | None
+    message: str | None
+
+
+class NotificationView(_View):
+    id: int
+    run_id: int
+    rule: str
+    event: str
+    notifier: str
+    status: str  # queued | running | delivered | failed
+    attempts: int
+    subject: str
+    body: str
+    last_error: str | None
+    created_at: datetime
+    delivered_at: datetime | None
+
+
+class BackfillWindow(_View):
+    start: datetime
+    end: datetime
+    run_id: int | None = None
+    status: str | None = None  # the run's status when created
+    problems: list[Problem] = Field(default_factory=list)
+
+
+class BackfillResult(_View):
+    pipeline: str
+    schedule: str
+    dry_run: bool
+    created: int
+    refused: int
+    windows: list[BackfillWindow]

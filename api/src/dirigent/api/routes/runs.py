@@ -45,7 +45,7 @@ from dirigent.api.models import (
 from dirigent.api.problems import documented, not_found
 from dirigent.api.streams import Position, follow_logs, run_events
 from dirigent.engine import Engine, RunFilter
-from dirigent.engine.views import decode_cursor
+from dirigent.engine.views import decode_key
 
 router = APIRouter(prefix="/namespaces/{namespace}/runs", tags=["runs"])
 
@@ -174,11 +174,11 @@ async def list_logs(
     if follow is None:
         return await engine.logs(namespace, run_id, cursor=after, limit=limit)
     cursor = after or last_event_id
-    if cursor:
-        decode_cursor(cursor, 1)  # a cursor we never sent is refused before the stream opens
+    # A cursor we never sent is refused before the stream opens.
+    log = decode_key(cursor, int) or 0
     await _require_run(engine, namespace, run_id)
-    settings = request.app.state.stream_settings
-    frames = follow_logs(engine, namespace, run_id, cursor, settings)
+    settings, feeds = request.app.state.stream_settings, request.app.state.feeds
+    frames = follow_logs(feeds, namespace, run_id, log, settings)
     return _stream(streams, principal, frames)
 
 
@@ -200,8 +200,8 @@ async def stream_events(
 ) -> StreamingResponse:
     start = Position.parse(last_event_id)
     await _require_run(engine, namespace, run_id)
-    settings = request.app.state.stream_settings
-    return _stream(streams, principal, run_events(engine, namespace, run_id, start, settings))
+    settings, feeds = request.app.state.stream_settings, request.app.state.feeds
+    return _stream(streams, principal, run_events(feeds, namespace, run_id, start, settings))
 
 
 async def _require_run(engine: Engine, namespace: str, run_id: int) -> None:

@@ -1,22 +1,37 @@
-"""Read views of a namespace's triggers: a schedule and its firings, a webhook and its
-deliveries (the webhook's token is never shown: the engine keeps only its hash)."""
+"""Read views of a namespace's triggers: schedules and their firings, webhooks and their
+deliveries, listed by name in keyset pages like pipelines (a webhook's token is never shown:
+the engine keeps only its hash, and the view carries its prefix)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
 from dirigent.api.deps import (
+    After,
     CanGetSchedules,
     CanGetWebhooks,
+    CanListSchedules,
+    CanListWebhooks,
     EngineDep,
     Limit,
     Namespace,
     TriggerName,
 )
-from dirigent.api.models import DeliveryView, FiringView, ScheduleView, WebhookView
+from dirigent.api.models import DeliveryView, FiringView, Page, ScheduleView, WebhookView
 from dirigent.api.problems import not_found
 
 router = APIRouter(prefix="/namespaces/{namespace}", tags=["triggers"])
+
+
+@router.get("/schedules", operation_id="listSchedules", summary="List schedules by name")
+async def list_schedules(
+    engine: EngineDep,
+    _: CanListSchedules,
+    namespace: Namespace,
+    limit: Limit = 50,
+    after: After = None,
+) -> Page[ScheduleView]:
+    return await engine.schedules(namespace, cursor=after, limit=limit)
 
 
 @router.get("/schedules/{name}", operation_id="getSchedule", summary="One schedule's state")
@@ -42,6 +57,19 @@ async def list_firings(
     if await engine.schedule(namespace, name) is None:
         raise not_found("schedule", name, namespace)
     return await engine.firings(namespace, name, limit=limit)
+
+
+@router.get(
+    "/webhooks", operation_id="listWebhooks", summary="List webhooks by name (tokens never shown)"
+)
+async def list_webhooks(
+    engine: EngineDep,
+    _: CanListWebhooks,
+    namespace: Namespace,
+    limit: Limit = 50,
+    after: After = None,
+) -> Page[WebhookView]:
+    return await engine.webhooks(namespace, cursor=after, limit=limit)
 
 
 @router.get("/webhooks/{name}", operation_id="getWebhook", summary="One webhook's state")

@@ -19,7 +19,7 @@ from dirigent.engine.manifests.schedule import ScheduleSpec
 from dirigent.engine.problems import ProblemsError, problem
 from dirigent.engine.store.runs import RunRequest
 from dirigent.engine.store.schedules import CreateRun, cadence_of
-from dirigent.engine.trigger_views import BackfillResult, BackfillWindow
+from dirigent.engine.views import BackfillResult, BackfillWindow
 
 COUNT_LIMIT = 100_000  # enumerated to name the count in a refusal; beyond, "more than"
 

@@ -9,20 +9,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
+from pydantic import BaseModel
 
+from dirigent.engine.store.alerts import REPORT_ARTIFACT
 from dirigent.engine.views import (
     AttemptView,
+    DeliveryView,
     FailureView,
+    FiringView,
     ItemView,
     LogView,
+    NotificationView,
     PipelineSummary,
     RunDetail,
     RunSummary,
+    ScheduleView,
     StepDetail,
+    WebhookView,
 )
+
+V = TypeVar("V", bound=BaseModel)
 
 
 async def failures(conn: asyncpg.Connection, run_id: int) -> list[FailureView]:
@@ -56,13 +65,17 @@ async def pipeline_summaries(
     limit: int,
     only: str | None = None,
 ) -> list[PipelineSummary]:
-    """Pipelines by name after ``after`` (or just ``only``), each with its runs in flight and
-    its newest run."""
+    """Pipelines by name after ``after`` (or just ``only``), each with its runs in flight, its
+    schedules and webhooks, and its newest run (where it failed, when it did)."""
     rows = await conn.fetch(
         f"""SELECT p.namespace, p.name, p.active, p.updated_at, v.number AS version, v.digest,
                    v.document #>> '{{spec,title}}' AS title,
                    (SELECT count(*) FROM runs f WHERE f.pipeline_id = p.id
                       AND f.status IN ('queued', 'running')) AS runs_in_flight,
+                   (SELECT count(*) FROM schedules s
+                    WHERE s.namespace = p.namespace AND s.pipeline = p.name) AS schedules,
+                   (SELECT count(*) FROM webhooks w
+                    WHERE w.namespace = p.namespace AND w.pipeline = p.name) AS webhooks,
                    to_jsonb(last) AS last_run
             FROM pipelines p LEFT JOIN pipeline_versions v ON v.id = p.current_version_id
             {_LAST_RUN}
@@ -132,7 +145,12 @@ async def run_summaries(
 
 
 async def run_detail(conn: asyncpg.Connection, namespace: str, run_id: int) -> RunDetail | None:
-    """The run and its DAG: one row per step from run_steps, attempts and items grouped."""
+    """The run and its DAG, folded from the ``run_steps`` row of each step and its counters.
+
+    Item counts come from the counters the engine keeps on ``run_steps`` as items settle, so
+    the read never touches the fan-out grid; only the attempts are counted, over the
+    ``(run_id, step)`` index.
+    """
     run = await conn.fetchrow(
         f"""SELECT {_RUN_COLUMNS}, r.params, r.parent_run_id, v.document -> 'spec' -> 'steps' AS spec
             {_RUN_FROM} WHERE r.namespace = $1 AND r.id = $2""",
@@ -142,41 +160,34 @@ async def run_detail(conn: asyncpg.Connection, namespace: str, run_id: int) -> R
     if run is None:
         return None
     steps = await conn.fetch(
-        """SELECT step, status, items, with_errors, started_at, finished_at FROM run_steps
-           WHERE run_id = $1""",
-        run_id,
-    )
-    attempts = await conn.fetch(
-        "SELECT step, count(*) AS n FROM step_attempts WHERE run_id = $1 GROUP BY step", run_id
-    )
-    items = await conn.fetch(
-        """SELECT step, status, count(*) AS n FROM run_items WHERE run_id = $1
-           GROUP BY step, status""",
+        """SELECT s.step, s.status, s.items, s.items_succeeded, s.items_failed, s.items_skipped,
+                  s.items_cancelled, s.with_errors, s.started_at, s.finished_at,
+                  (SELECT count(*) FROM step_attempts a
+                   WHERE a.run_id = s.run_id AND a.step = s.step) AS attempts
+           FROM run_steps s WHERE s.run_id = $1""",
         run_id,
     )
     data = dict(run)
     spec: dict[str, Any] = data.pop("spec") or {}
-    by_step = _fold_items(items)
-    counts = {r["step"]: r["n"] for r in attempts}
-    details = [_step_detail(dict(s), spec, counts, by_step) for s in steps]
+    details = [_step_detail(dict(s), spec) for s in steps]
     order = list(spec)
     details.sort(key=lambda d: order.index(d.step) if d.step in order else len(order))
     return RunDetail.model_validate({**data, "steps": details})
 
 
-def _fold_items(rows: list[asyncpg.Record]) -> dict[str, dict[str, int]]:
-    folded: dict[str, dict[str, int]] = {}
-    for r in rows:
-        folded.setdefault(r["step"], {})[r["status"]] = r["n"]
-    return folded
+_SETTLED_ITEMS = ("succeeded", "failed", "skipped", "cancelled")
 
 
-def _step_detail(
-    row: dict[str, Any],
-    spec: dict[str, Any],
-    attempts: dict[str, int],
-    items: dict[str, dict[str, int]],
-) -> StepDetail:
+def items_by_status(row: dict[str, Any]) -> dict[str, int]:
+    """A fan-out's items by status from the step's counters; the unsettled rest are ``pending``."""
+    if row["items"] is None:
+        return {}
+    counts = {status: row[f"items_{status}"] for status in _SETTLED_ITEMS}
+    counts["pending"] = row["items"] - sum(counts.values())
+    return {status: n for status, n in counts.items() if n}
+
+
+def _step_detail(row: dict[str, Any], spec: dict[str, Any]) -> StepDetail:
     step_spec = spec.get(row["step"], {})
     started, finished = row["started_at"], row["finished_at"]
     return StepDetail.model_validate(
@@ -184,9 +195,7 @@ def _step_detail(
             **row,
             "block": step_spec.get("block", ""),
             "depends_on": step_spec.get("dependsOn", []),
-            "skip_reason": row.get("skip_reason"),
-            "items_by_status": items.get(row["step"], {}),
-            "attempts": attempts.get(row["step"], 0),
+            "items_by_status": items_by_status(row),
             "duration_seconds": (finished - started).total_seconds()
             if started and finished
             else None,
@@ -254,3 +263,89 @@ async def runs_in_flight(conn: asyncpg.Connection, namespace: str, pipeline: str
         pipeline,
     )
     return [int(r["id"]) for r in rows]
+
+
+# --- Triggers: schedules, webhooks, their histories, notifications and run reports ---
+
+
+_SCHEDULE_COLUMNS = """namespace, name, pipeline, paused, next_fire_at, last_fire_at, last_run_id,
+    last_error"""
+# A webhook is shown by the prefix of its token, never the token (the engine keeps its hash).
+_WEBHOOK_COLUMNS = """namespace, name, pipeline, enabled, '/hooks/' || token_prefix || '…' AS path,
+    last_delivery_at, last_delivery_result"""
+
+
+async def schedules(
+    conn: asyncpg.Connection,
+    namespace: str,
+    *,
+    after: str | None,
+    limit: int,
+    only: str | None = None,
+) -> list[ScheduleView]:
+    """Schedules by name after ``after`` (or just ``only``)."""
+    sql = _by_name("schedules", _SCHEDULE_COLUMNS)
+    return _views(ScheduleView, await conn.fetch(sql, namespace, after, limit, only))
+
+
+async def webhooks(
+    conn: asyncpg.Connection,
+    namespace: str,
+    *,
+    after: str | None,
+    limit: int,
+    only: str | None = None,
+) -> list[WebhookView]:
+    """Webhooks by name after ``after`` (or just ``only``)."""
+    sql = _by_name("webhooks", _WEBHOOK_COLUMNS)
+    return _views(WebhookView, await conn.fetch(sql, namespace, after, limit, only))
+
+
+def _by_name(table: str, columns: str) -> str:
+    """A keyset page by name of a namespaced table: $1 namespace, $2 after, $3 limit, $4 only."""
+    return f"""SELECT {columns} FROM {table}
+               WHERE namespace = $1 AND ($2::text IS NULL OR name > $2)
+                 AND ($4::text IS NULL OR name = $4)
+               ORDER BY name LIMIT $3"""
+
+
+async def firings(
+    conn: asyncpg.Connection, namespace: str, name: str, limit: int
+) -> list[FiringView]:
+    sql = """SELECT f.id, f.scheduled_for, f.fired_at, f.result, f.misfire, f.run_id, f.message
+             FROM schedule_firings f JOIN schedules s ON s.id = f.schedule_id
+             WHERE s.namespace = $1 AND s.name = $2 ORDER BY f.id DESC LIMIT $3"""
+    return _views(FiringView, await conn.fetch(sql, namespace, name, limit))
+
+
+async def deliveries(
+    conn: asyncpg.Connection, namespace: str, name: str, limit: int
+) -> list[DeliveryView]:
+    sql = """SELECT d.id, d.received_at, d.result, d.reason, d.status_code, d.run_id, d.message
+             FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
+             WHERE w.namespace = $1 AND w.name = $2 ORDER BY d.id DESC LIMIT $3"""
+    return _views(DeliveryView, await conn.fetch(sql, namespace, name, limit))
+
+
+def _views(view: type[V], rows: list[asyncpg.Record]) -> list[V]:
+    return [view.model_validate(dict(r)) for r in rows]
+
+
+async def notifications(conn: asyncpg.Connection, run_id: int) -> list[NotificationView]:
+    rows = await conn.fetch(
+        """SELECT id, run_id, rule, event, notifier, status, attempts, subject, body, last_error,
+                  created_at, delivered_at
+           FROM notifications WHERE run_id = $1 ORDER BY id""",
+        run_id,
+    )
+    return [NotificationView.model_validate(dict(r)) for r in rows]
+
+
+async def report(conn: asyncpg.Connection, run_id: int) -> str | None:
+    value = await conn.fetchval(
+        """SELECT inline FROM artifact_refs WHERE run_id = $1 AND attempt_id IS NULL AND name = $2
+           ORDER BY id DESC LIMIT 1""",
+        run_id,
+        REPORT_ARTIFACT,
+    )
+    return value if isinstance(value, str) else None

@@ -514,6 +514,7 @@ schedules = Table(
     _ts("created_at", nullable=False, now=True),
     _ts("updated_at", nullable=False, now=True),
     UniqueConstraint("namespace", "name"),
+    Index("ix_schedules_namespace_pipeline", "namespace", "pipeline"),
     Index(
         "ix_schedules_next_fire_at_due",
         "next_fire_at",
@@ -563,6 +564,7 @@ webhooks = Table(
     Column("last_delivery_result", Text, nullable=True),
     UniqueConstraint("namespace", "name"),
     UniqueConstraint("token_hash"),
+    Index("ix_webhooks_namespace_pipeline", "namespace", "pipeline"),
 )
 
 # Every delivery, refusals included; an unknown token's has no webhook.
