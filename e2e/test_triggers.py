@@ -147,3 +147,57 @@ def test_a_webhook_token_from_its_secret_starts_a_run(
     # And both deliveries are recorded, the refusal under no webhook (its token was unknown)
     deliveries = engine_client.call(lambda e: e.deliveries(namespace, "inbound"))
     assert [(d.status_code, d.run_id) for d in deliveries] == [(202, run_id)]
+
+
+def test_an_alert_that_cannot_be_delivered_is_a_warning_event(
+    operator: Any,
+    given: Given,
+    kubectl: Kubectl,
+    engine_client: EngineClient,
+    namespace: str,
+) -> None:
+    # Given a webhook Connection to a loopback port nothing listens on
+    port = processes.free_port()
+    connection = {
+        "apiVersion": API,
+        "kind": "Connection",
+        "metadata": {"name": "pager"},
+        "spec": {"type": "webhook", "settings": {"url": f"http://127.0.0.1:{port}/alert"}},
+    }
+    ready(given.objects(connection).when.applied().then)
+    # And a Pipeline that fails, alerting through that Connection
+    rule = {"name": "page-oncall", "event": "RunFailed", "notifier": "webhook"}
+    steps = {"boom": {"block": "core.fail", "config": {"message": "the disk is full"}}}
+    doomed = {
+        "apiVersion": API,
+        "kind": "Pipeline",
+        "metadata": {"name": "doomed"},
+        "spec": {"steps": steps, "alerts": [{**rule, "connection": "pager"}]},
+    }
+    ready(given.objects(doomed).when.applied().then)
+
+    # When a run fails and every delivery of its alert is refused
+    run_id = engine_client.start_run(namespace, "doomed")
+    assert settled(engine_client, namespace, run_id).status == "failed"
+
+    def given_up() -> bool:
+        notes = engine_client.call(lambda e: e.notifications(namespace, run_id))
+        return [n.status for n in notes] == ["failed"]
+
+    wait_until(given_up, what="the alert given up", timeout=60)
+
+    # Then the Pipeline carries a Warning Event naming the rule, the run and the error
+    def warned() -> bool:
+        described = kubectl.run("describe", "pipeline", "doomed", "-n", namespace).stdout
+        return "AlertFailed" in described and f"page-oncall for run {run_id}" in described
+
+    wait_until(warned, what="an AlertFailed Warning event on the Pipeline", timeout=30)
+    events = kubectl.json(
+        "get", "events", "-n", namespace, "--field-selector", "reason=AlertFailed"
+    )["items"]
+    [event] = events  # exactly one, however many delivery attempts failed
+    assert event["type"] == "Warning"
+    assert event["involvedObject"]["kind"] == "Pipeline"
+    assert event["involvedObject"]["name"] == "doomed"
+    assert "via webhook after 5 attempt(s)" in event["message"], event["message"]
+    assert f"POST http://127.0.0.1:{port}/alert failed before an answer" in event["message"]
