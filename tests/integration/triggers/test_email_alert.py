@@ -1,6 +1,7 @@
 """An alert delivered for real by email: a failed run's RunFailed rule names the ``email``
 notifier and an ``smtp`` Connection; a worker delivers it to an aiosmtpd server on loopback,
-which receives one message with the rendered subject, the body and the report's link."""
+which receives one message with the rendered subject, the body and the report's link, and
+that link is where the REST API serves the report."""
 
 from __future__ import annotations
 
@@ -11,12 +12,18 @@ from email import message_from_bytes
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from aiosmtpd.controller import Controller
 
+from dirigent.api.app import create_app
+from dirigent.api.auth import StaticToken
 from tests.integration.engine.harness import Harness
+from tests.integration.triggers.conftest import serve
 
 pytestmark = pytest.mark.integration
+
+API_TOKEN = "report-reader-token-0123"
 
 CONNECTION = """
 apiVersion: dirigent.dev/v1alpha1
@@ -106,3 +113,18 @@ async def test_a_failed_run_is_mailed_to_a_real_smtp_server(
     assert f"/runs/{run.run_id}/report" in text  # the report's link travels with the alert
     messages = [line["message"] for line in await h.logs(run.run_id)]
     assert any("alert mail-oncall delivered" in m for m in messages)
+
+    # The link in the mail is where the REST API serves the run's report.
+    link = next(line for line in text.splitlines() if "/report" in line).split()[-1]
+    app = create_app(h.engine, auth=StaticToken(API_TOKEN))
+    async with serve(app) as base, httpx.AsyncClient(base_url=base, timeout=10) as client:
+        auth = {"Authorization": f"Bearer {API_TOKEN}"}
+        report = await client.get(link, headers=auth)
+        assert report.status_code == 200, report.text
+        assert report.headers["content-type"].startswith("text/markdown")
+        assert report.text == "# nightly failed"
+        other = await client.get(
+            f"/api/v1/namespaces/elsewhere/runs/{run.run_id}/report", headers=auth
+        )
+        assert other.status_code == 404, other.text
+        assert (await client.get(link)).status_code == 401
