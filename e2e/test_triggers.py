@@ -111,6 +111,13 @@ def test_a_schedule_resource_fires_its_pipeline(
     # And the engine's schedule row records the firing it made
     view = engine_client.call(lambda e: e.schedule(namespace, "every-second"))
     assert view is not None and view.last_run_id is not None
+    # And the Schedule resource's status shows its last fire and the run it started
+    then.field("status.lastRun.state", equals="Succeeded", timeout=30)
+    status = then.get()["status"]
+    assert status["lastFired"] and status["nextFire"] > status["lastFired"], status
+    assert int(status["lastRun"]["id"]) in {
+        r.id for r in runs_of(engine_client, namespace, "ticking")
+    }
 
 
 def test_a_webhook_token_from_its_secret_starts_a_run(
