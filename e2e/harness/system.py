@@ -101,6 +101,8 @@ class System:
             "DIRIGENT_ARTIFACT_ROOT": str(self.workdir / "artifacts"),
             "DIRIGENT_METRICS_PORT": "0",
             "DIRIGENT_POLL_INTERVAL": "0.2",
+            # An alert that cannot be delivered gives up in seconds, not minutes.
+            "DIRIGENT_NOTIFICATION_BACKOFF": "200ms",
             "PYTHONUNBUFFERED": "1",
             **extra,
         }

@@ -22,6 +22,7 @@ from dirigent.api.routes import (
     connections,
     health,
     pipelines,
+    reports,
     runs,
     system,
     triggers,
@@ -44,7 +45,7 @@ def assemble(extra_routers: Sequence[APIRouter] = ()) -> FastAPI:
     )
     problems.install(app)
     v1 = APIRouter(prefix=API_PREFIX, responses=PROBLEM_RESPONSES)
-    for resource in (pipelines, runs, artifacts, connections, triggers, catalog, system):
+    for resource in (pipelines, runs, artifacts, connections, triggers, catalog, system, reports):
         v1.include_router(resource.router)
     app.include_router(v1)
     app.include_router(health.router)

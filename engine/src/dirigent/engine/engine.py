@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
 import structlog
+from prometheus_client import CollectorRegistry
 
 from dirigent.engine import planning
 from dirigent.engine.applying import Applied, apply_manifest
@@ -61,6 +62,7 @@ from dirigent.engine.store.reads import RunFilter
 from dirigent.engine.store.retrying import ManualRetry
 from dirigent.engine.store.runs import RunCreated, RunRequest
 from dirigent.engine.store.versions import VersionCache
+from dirigent.engine.trigger_metrics import RunMetrics, SchedulerMetrics, WebhookMetrics
 from dirigent.engine.validation.catalog import check_against_catalog
 from dirigent.engine.validation.pipelines import check_pipeline
 from dirigent.engine.views import (
@@ -132,8 +134,14 @@ class Engine:
         settings: EngineSettings,
         database: Database,
         catalog: Catalog,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.settings = settings
+        # The process's registry (it serves it on its metrics port): runs started, and the
+        # scheduler's and the intake's collectors, land beside the process's own.
+        self.registry = registry or CollectorRegistry()
+        self.run_metrics = RunMetrics(self.registry)
+        self._scheduler_metrics: SchedulerMetrics | None = None
         self.url = database.url
         self.direct_url = database.direct_url  # LISTEN and advisory locks: never a pooler
         self.catalog = catalog
@@ -157,6 +165,7 @@ class Engine:
         url: str | None = None,
         catalog: Catalog | None = None,
         pool_size: int | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> AsyncIterator[Engine]:
         """Connect, check the schema is current, and close everything on the way out."""
         url = url or settings.require_database_url()
@@ -168,7 +177,7 @@ class Engine:
             url, max_size=pool_size or settings.database_pool_size, direct_url=direct
         )
         try:
-            yield cls(settings, database, catalog or discover())
+            yield cls(settings, database, catalog or discover(), registry)
         finally:
             await database.close()
 
@@ -251,32 +260,20 @@ class Engine:
 
     async def start_run(self, request: RunRequest) -> RunCreated:
         """Create a run of the pipeline's current version (params checked, grid drawn)."""
-        return await self._tx(
-            lambda c: runs.create_run(
-                c,
-                request,
-                versions=self.versions,
-                catalog=self.catalog,
-                enabled_unsafe=self.enabled_unsafe,
-            )
-        )
+        created = await self._tx(lambda c: self._create_run(c, request))
+        self._count_started(request, created)
+        return created
 
     async def start_runs(self, requests: list[RunRequest]) -> list[RunCreated]:
         """Create several runs in one transaction: workers see all of them at once, or none."""
 
         async def create_all(conn: Connection) -> list[RunCreated]:
-            return [
-                await runs.create_run(
-                    conn,
-                    request,
-                    versions=self.versions,
-                    catalog=self.catalog,
-                    enabled_unsafe=self.enabled_unsafe,
-                )
-                for request in requests
-            ]
+            return [await self._create_run(conn, request) for request in requests]
 
-        return await self._tx(create_all)
+        made = await self._tx(create_all)
+        for request, created in zip(requests, made, strict=True):
+            self._count_started(request, created)
+        return made
 
     async def cancel_run(self, namespace: str, run_id: int, *, reason: str) -> int:
         """Cancel in one transaction, then tell remote work; returns how many remotes were told."""
@@ -461,6 +458,10 @@ class Engine:
             enabled_unsafe=self.enabled_unsafe,
         )
 
+    def _count_started(self, request: RunRequest, created: RunCreated) -> None:
+        if created.created:  # an idempotency key that found its run started nothing
+            self.run_metrics.started(request.namespace, request.pipeline, request.triggered_by_kind)
+
     async def _delete_trigger(self, kind: str, namespace: str, name: str) -> bool:
         store = (
             schedules_store.delete_schedule if kind == "Schedule" else webhooks_store.delete_webhook
@@ -473,7 +474,16 @@ class Engine:
             tick=self.settings.scheduler_tick, grace=self.settings.scheduler_misfire_grace
         )
         config = dataclasses.replace(config, **overrides)
-        return Scheduler(self._db.pool, asyncpg_dsn(self.direct_url), self._create_run, config)
+        if self._scheduler_metrics is None:  # one set of collectors per registry
+            self._scheduler_metrics = SchedulerMetrics(self.registry)
+        return Scheduler(
+            self._db.pool,
+            asyncpg_dsn(self.direct_url),
+            self._create_run,
+            config,
+            metrics=self._scheduler_metrics,
+            runs=self.run_metrics,
+        )
 
     async def receive_webhook(
         self, token: str, *, headers: Mapping[str, str], body: AsyncIterator[bytes]
@@ -481,7 +491,12 @@ class Engine:
         """One delivery to ``/hooks/{token}``: 202 with the run id, or a refusal (recorded)."""
         if self._intake is None:
             self._intake = WebhookIntake(
-                self._db, self.sealer, self._create_run, max_body=self.settings.webhook_max_body
+                self._db,
+                self.sealer,
+                self._create_run,
+                max_body=self.settings.webhook_max_body,
+                metrics=WebhookMetrics(self.registry),
+                runs=self.run_metrics,
             )
         return await self._intake.receive(token, headers, body)
 
@@ -515,9 +530,13 @@ class Engine:
             return result
 
         try:
-            return await self._tx(write)
+            result = await self._tx(write)
         except _Planned as planned:
             return planned.result
+        for window in result.windows:
+            if window.run_id is not None:
+                self.run_metrics.started(namespace, pipeline, "backfill")
+        return result
 
     async def set_schedule_paused(self, namespace: str, name: str, paused: bool) -> bool:
         """Pause, or resume from now (nothing missed is replayed); False when not found."""

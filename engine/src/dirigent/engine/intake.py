@@ -26,7 +26,7 @@ from dirigent.engine.store.crypto import SecretSealer
 from dirigent.engine.store.pool import Database
 from dirigent.engine.store.schedules import CreateRun
 from dirigent.engine.store.webhooks import Delivery, Hook
-from dirigent.engine.trigger_metrics import WebhookMetrics
+from dirigent.engine.trigger_metrics import RunMetrics, WebhookMetrics
 
 SIGNATURE_HEADER = "x-dirigent-signature"
 NOT_FOUND = "no webhook answers at this address"
@@ -102,12 +102,14 @@ class WebhookIntake:
         *,
         max_body: int,
         metrics: WebhookMetrics | None = None,
+        runs: RunMetrics | None = None,
     ) -> None:
         self.db = db
         self.sealer = sealer
         self.create = create
         self.max_body = max_body
         self.metrics = metrics or WebhookMetrics()
+        self.runs = runs or RunMetrics()
         self.limiter = RateLimiter()
 
     async def receive(
@@ -134,6 +136,7 @@ class WebhookIntake:
             self._count(delivery.reason or "webhook.refused")
             return HookAnswer(delivery.status_code, None, delivery.reason, delivery.message)
         self.metrics.deliveries.labels("accepted").inc()
+        self.runs.started(hook.namespace, hook.pipeline, "webhook")
         return HookAnswer(202, delivery.run_id)
 
     async def _find(self, token: str) -> Hook:

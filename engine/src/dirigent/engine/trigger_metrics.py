@@ -1,4 +1,5 @@
-"""Metrics of the scheduler, the webhook intake and alert delivery, each on a given registry.
+"""Metrics of runs started, the scheduler, the webhook intake and alert delivery, each on a
+given registry.
 
 A process serves its own registry (``DIRIGENT_METRICS_PORT``); these classes only add their
 collectors to it, so a worker's registry carries the notification counters beside its own,
@@ -60,3 +61,19 @@ class NotificationMetrics:
             ["outcome"],
             registry=self.registry,
         )
+
+
+class RunMetrics:
+    """Runs started, counted by the engine after the transaction that created them commits."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.runs_started = Counter(
+            "dirigent_runs_started",
+            "Runs created, by pipeline and trigger (api, cli, schedule, webhook, backfill).",
+            ["namespace", "pipeline", "trigger"],
+            registry=self.registry,
+        )
+
+    def started(self, namespace: str, pipeline: str, trigger: str) -> None:
+        self.runs_started.labels(namespace, pipeline, trigger).inc()

@@ -4,7 +4,9 @@ Runs live in PostgreSQL, not in etcd, so nothing in Kubernetes changes when a ru
 fails. This loop follows the engine's transitions (``Engine.subscribe``) and, for each run
 transition, rewrites its Pipeline's ``runsInFlight`` and ``lastRun`` from the engine's
 summary; a run that fails also raises a Warning Event (reason RunFailed, the failed step and
-its message) on the Pipeline, which ``kubectl describe`` shows.
+its message) on the Pipeline, which ``kubectl describe`` shows; an alert that could not be
+delivered raises one too (``alerting``); a run a Schedule started rewrites that Schedule's
+next and last fire and last run (``schedule_status``).
 
 Invariants:
 - the subscription resumes from a durable cursor (kept by ``leadership`` in the Lease the
@@ -23,8 +25,10 @@ from typing import Any
 
 from dirigent.engine.views import EngineEvent, LastRun, PipelineSummary
 
+from .alerting import alert_failed
 from .context import Context, log
 from .kube import ApiException, ObjectRef
+from .schedule_status import schedule_run
 
 __all__ = ["Feedback", "summary_status"]
 
@@ -76,11 +80,13 @@ class Feedback:
 
     async def _follow(self) -> None:
         async for event in self.ctx.engine.subscribe(cursor=self.cursor):
-            if event.entity == "run":
-                try:
+            try:
+                if event.entity == "run":
                     await self._handle(event)
-                except ApiException as exc:  # the resync repairs what this missed
-                    log.warning("status feedback failed", run=event.run_id, error=str(exc))
+                elif event.entity == "notification" and event.status == "failed":
+                    await alert_failed(self.ctx, self.pipelines(), event)
+            except ApiException as exc:  # the resync repairs what this missed
+                log.warning("status feedback failed", run=event.run_id, error=str(exc))
             self.cursor = event.cursor
 
     async def _handle(self, event: EngineEvent) -> None:
@@ -88,6 +94,7 @@ class Feedback:
         if run is None:
             return
         await self.refresh(event.namespace, run.pipeline)
+        await schedule_run(self.ctx, run)
         ref = self.pipelines().get((event.namespace, run.pipeline))
         if event.status == "failed" and event.previous != "failed" and ref is not None:
             where = f"step {run.failed_step}" if run.failed_step else "the run"

@@ -23,7 +23,7 @@ from dirigent.engine.firing import DEFAULT_GRACE
 from dirigent.engine.store import leadership, schedules
 from dirigent.engine.store.pool import DATABASE_ERRORS, Connection, Pool, connect, in_transaction
 from dirigent.engine.store.schedules import CreateRun, Fired
-from dirigent.engine.trigger_metrics import SchedulerMetrics
+from dirigent.engine.trigger_metrics import RunMetrics, SchedulerMetrics
 
 log = structlog.get_logger("dirigent.scheduler")
 
@@ -56,12 +56,14 @@ class Scheduler:
         create: CreateRun,
         config: SchedulerConfig,
         metrics: SchedulerMetrics | None = None,
+        runs: RunMetrics | None = None,
     ) -> None:
         self.pool = pool
         self.dsn = dsn
         self.create = create
         self.config = config
         self.metrics = metrics or SchedulerMetrics()
+        self.runs = runs or RunMetrics()
         self.is_leader = False
         self.fired = 0  # firings this instance made (failed ones included)
         self._stopping = asyncio.Event()
@@ -166,6 +168,8 @@ class Scheduler:
         self.metrics.lag.observe(max(0.0, fired.firing.lag.total_seconds()))
         if fired.firing.misfire:
             self.metrics.misfires.inc()
+        if fired.ok:
+            self.runs.started(fired.namespace, fired.pipeline, "schedule")
         log.info(
             "scheduler.fired" if fired.ok else "scheduler.firing_failed",
             schedule=f"{fired.namespace}/{fired.name}",

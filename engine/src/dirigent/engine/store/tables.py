@@ -455,10 +455,11 @@ class Xid8(UserDefinedType[int]):
         return "XID8"
 
 
-EVENT_ENTITY: Final = ("run", "step", "attempt")
+EVENT_ENTITY: Final = ("run", "step", "attempt", "notification")
 
-# Transitions of runs, steps and attempts, written by statement-level triggers in the same
-# transaction as the change (migration 0004), so a transition and its event commit together.
+# Transitions of runs, steps and attempts (migration 0004) and settled notifications (0010),
+# written by statement-level triggers in the same transaction as the change, so a transition
+# and its event commit together.
 # Readers page by (xid, id) and only below the oldest transaction still open
 # (pg_snapshot_xmin): a cursor never skips an event that commits late.
 engine_events = Table(
