@@ -50,7 +50,7 @@ async def h(
         yield found
 
 
-def docker_pipeline(name: str, namespace: str, **config: Any) -> str:
+def docker_pipeline(name: str, namespace: str, *, step: str = "", **config: Any) -> str:
     body = {"image": "busybox:1.36", "namespace": namespace, "command": ["true"], **config}
     return f"""
 apiVersion: dirigent.dev/v1alpha1
@@ -58,7 +58,7 @@ kind: Pipeline
 metadata: {{name: {name}}}
 spec:
   steps:
-    job: {{block: docker.run, poll: 200ms, config: {json.dumps(body)}}}
+    job: {{block: docker.run, poll: 200ms, {step} config: {json.dumps(body)}}}
 """
 
 
@@ -106,6 +106,7 @@ async def test_a_job_runs_to_success_with_a_restricted_spec(
     assert job["metadata"]["labels"]["dirigent.dev/attempt"] == str(attempt["id"])
     assert job["metadata"]["labels"]["dirigent.dev/step"] == "job"
     assert spec["backoffLimit"] == 0 and spec["ttlSecondsAfterFinished"] == 3600
+    assert "activeDeadlineSeconds" not in spec  # the step sets no timeout and no deadline
     pod = spec["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False
     container = pod["containers"][0]
@@ -124,6 +125,29 @@ async def test_a_failing_exit_code_fails_the_step_with_that_code(
     [attempt] = await h.attempts(run_id, "job")
     assert attempt["error_code"] == "engine.remote.failed"
     assert "exit code 3" in attempt["error_message"]
+
+
+async def test_the_step_timeout_is_the_jobs_active_deadline_and_kubernetes_keeps_it(
+    h: Harness, kubectl: Kubectl, namespace: str
+) -> None:
+    # The pod never starts (it asks for more CPU than any node has), so only the Job's own
+    # activeDeadlineSeconds, enforced by the Job controller, can end it.
+    await h.apply(
+        docker_pipeline("timed", namespace, step="timeout: 3s,", resources=PENDING_FOREVER)
+    )
+    run_id = await start(h, "timed")
+    async with h.workers(1, **FAST):
+        await until_waiting(h, run_id)
+        [job] = jobs(kubectl, namespace, run_id)
+        assert job["spec"]["activeDeadlineSeconds"] == 3
+        assert await h.until_settled(run_id, timeout=60) == "failed"
+    [attempt] = await h.attempts(run_id, "job")
+    assert attempt["error_code"] == "engine.remote.failed"
+    assert "DeadlineExceeded" in attempt["error_message"]
+    [job] = jobs(kubectl, namespace, run_id)
+    # The Job controller ended it: FailureTarget at once, Failed once its pod is gone.
+    ended = [c for c in job["status"]["conditions"] if c["type"] in ("Failed", "FailureTarget")]
+    assert ended and {c["reason"] for c in ended} == {"DeadlineExceeded"}
 
 
 async def test_cancelling_the_run_deletes_the_job(

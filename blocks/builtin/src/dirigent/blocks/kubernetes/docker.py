@@ -119,6 +119,9 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
         description=(
             "One Job per attempt in the pipeline's namespace (or `namespace`), named "
             "`dirigent-<run>-<attempt>`, `backoffLimit: 0`, a restricted security context. "
+            "The step's `timeout` (or what is left of its `deadline`, if sooner) becomes the "
+            "Job's `activeDeadlineSeconds`, so Kubernetes stops the container when the step's "
+            "time is up. "
             "The cluster is the worker's own: in-cluster credentials, or a kubeconfig from "
             "DIRIGENT_KUBE_KUBECONFIG (else KUBECONFIG); DIRIGENT_KUBE_QPS / DIRIGENT_KUBE_BURST "
             "bound the worker's API request rate (default 20 / 40). Failed: exit code and "

@@ -3,12 +3,15 @@
 One Job per attempt, named from the attempt's durable id, so the name is the idempotency
 key: an ``execute`` replayed after a crash finds the Job it created instead of creating a
 second. ``backoffLimit: 0`` because retries are the engine's (every attempt is visible);
-a restricted security context; no service-account token unless a service account is named.
+a restricted security context; no service-account token unless a service account is named;
+``activeDeadlineSeconds`` from the step's ``timeout`` (and ``deadline``), never from config,
+so the step has one limit and Kubernetes keeps it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from typing import Any
 
 from pydantic import Field
@@ -16,7 +19,7 @@ from pydantic import Field
 from dirigent.blocks.base import Config
 from dirigent.sdk import Duration, JsonValue, StepContext
 
-__all__ = ["DockerConfig", "job_manifest", "job_name", "labels_for"]
+__all__ = ["DockerConfig", "active_deadline_seconds", "job_manifest", "job_name", "labels_for"]
 
 LABEL = "dirigent.dev"
 CONTAINER = "main"
@@ -41,9 +44,6 @@ class DockerConfig(Config):
     )
     namespace: str | None = Field(default=None, description="Default: the pipeline's.")
     resources: Resources = Field(default_factory=Resources)
-    active_deadline: Duration | None = Field(
-        default=None, description="The Job's activeDeadlineSeconds."
-    )
     ttl_after_finished: Duration = Field(
         default=Duration.of(hours=1), description="ttlSecondsAfterFinished."
     )
@@ -126,8 +126,9 @@ def job_manifest(
             "spec": pod_spec,
         },
     }
-    if config.active_deadline is not None:
-        spec["activeDeadlineSeconds"] = max(int(config.active_deadline.total_seconds()), 1)
+    deadline = active_deadline_seconds(ctx)
+    if deadline is not None:
+        spec["activeDeadlineSeconds"] = deadline
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -139,6 +140,23 @@ def job_manifest(
         },
         "spec": spec,
     }
+
+
+def active_deadline_seconds(ctx: StepContext) -> int | None:
+    """The step's limits as the Job's own: its ``timeout``, or what is left of its
+    ``deadline`` if that ends sooner, in whole seconds rounded up (at least 1).
+
+    Kubernetes then stops the container itself when the step's time is up, so the limit
+    holds even while no worker is there to cancel the Job.
+    """
+    limits: list[float] = []
+    if ctx.timeout is not None:
+        limits.append(ctx.timeout.total_seconds())
+    if ctx.deadline is not None:
+        limits.append((ctx.deadline - dt.datetime.now(dt.UTC)).total_seconds())
+    if not limits:
+        return None
+    return max(math.ceil(min(limits)), 1)
 
 
 def parse_time(value: str | None) -> dt.datetime | None:
