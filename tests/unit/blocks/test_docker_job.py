@@ -10,7 +10,7 @@ from tests.unit.sdk.fakes import make_context
 
 def spec_for(**ctx: object) -> dict[str, object]:
     config = DockerConfig.model_validate({"image": "busybox:1.36"})
-    spec: dict[str, object] = job_manifest(config, make_context(**ctx), "ns", {})["spec"]
+    spec: dict[str, object] = job_manifest(config, make_context(**ctx), "ns")["spec"]
     return spec
 
 
@@ -35,3 +35,18 @@ def test_no_timeout_and_no_deadline_set_no_active_deadline() -> None:
 
 def test_the_config_has_no_deadline_of_its_own() -> None:
     assert "activeDeadline" not in DockerConfig.model_json_schema(by_alias=True)["properties"]
+
+
+def test_connection_values_are_referenced_from_the_secret_never_inlined() -> None:
+    from dirigent.blocks.kubernetes.jobs import secret_manifest
+
+    config = DockerConfig.model_validate(
+        {"image": "busybox:1.36", "connection": "c", "envFromConnection": {"TOKEN": "token"}}
+    )
+    ctx = make_context()
+    body = job_manifest(config, ctx, "ns")
+    assert "hunter2" not in str(body)
+    [env] = body["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env["valueFrom"]["secretKeyRef"] == {"name": body["metadata"]["name"], "key": "TOKEN"}
+    secret = secret_manifest(config, ctx, "ns", {"token": "hunter2"})
+    assert secret is not None and secret["data"] == {"TOKEN": "aHVudGVyMg=="}
