@@ -9,6 +9,7 @@ asks for more CPU than any node has stays Pending, which is how a Job is kept ru
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime as dt
 import json
 import signal
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from dirigent.engine.manifests import parse_manifest
 from e2e.harness.clusters import Cluster
 from e2e.harness.kwok import EXIT_CODE_ANNOTATION
 from e2e.kubectl import Kubectl
@@ -46,11 +48,12 @@ async def h(
     db_url: str, tmp_path: Path, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Harness]:
     monkeypatch.setenv("DIRIGENT_KUBE_KUBECONFIG", str(cluster.kubeconfig))
+    monkeypatch.setenv("DIRIGENT_SECRET_KEY", "0" * 64)  # seals the connection's secret
     async with harness(db_url, tmp_path / "artifacts", unsafe=("docker.run",)) as found:
         yield found
 
 
-def docker_pipeline(name: str, namespace: str, **config: Any) -> str:
+def docker_pipeline(name: str, namespace: str, *, step: str = "", **config: Any) -> str:
     body = {"image": "busybox:1.36", "namespace": namespace, "command": ["true"], **config}
     return f"""
 apiVersion: dirigent.dev/v1alpha1
@@ -58,7 +61,7 @@ kind: Pipeline
 metadata: {{name: {name}}}
 spec:
   steps:
-    job: {{block: docker.run, poll: 200ms, config: {json.dumps(body)}}}
+    job: {{block: docker.run, poll: 200ms, {step} config: {json.dumps(body)}}}
 """
 
 
@@ -106,6 +109,7 @@ async def test_a_job_runs_to_success_with_a_restricted_spec(
     assert job["metadata"]["labels"]["dirigent.dev/attempt"] == str(attempt["id"])
     assert job["metadata"]["labels"]["dirigent.dev/step"] == "job"
     assert spec["backoffLimit"] == 0 and spec["ttlSecondsAfterFinished"] == 3600
+    assert "activeDeadlineSeconds" not in spec  # the step sets no timeout and no deadline
     pod = spec["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False
     container = pod["containers"][0]
@@ -124,6 +128,124 @@ async def test_a_failing_exit_code_fails_the_step_with_that_code(
     [attempt] = await h.attempts(run_id, "job")
     assert attempt["error_code"] == "engine.remote.failed"
     assert "exit code 3" in attempt["error_message"]
+
+
+async def test_the_step_timeout_is_the_jobs_active_deadline_and_kubernetes_keeps_it(
+    h: Harness, kubectl: Kubectl, namespace: str
+) -> None:
+    # The pod never starts (it asks for more CPU than any node has), so only the Job's own
+    # activeDeadlineSeconds, enforced by the Job controller, can end it.
+    await h.apply(
+        docker_pipeline("timed", namespace, step="timeout: 3s,", resources=PENDING_FOREVER)
+    )
+    run_id = await start(h, "timed")
+    async with h.workers(1, **FAST):
+        await until_waiting(h, run_id)
+        [job] = jobs(kubectl, namespace, run_id)
+        assert job["spec"]["activeDeadlineSeconds"] == 3
+        assert await h.until_settled(run_id, timeout=60) == "failed"
+    [attempt] = await h.attempts(run_id, "job")
+    assert attempt["error_code"] == "engine.remote.failed"
+    assert "DeadlineExceeded" in attempt["error_message"]
+    [job] = jobs(kubectl, namespace, run_id)
+    # The Job controller ended it: FailureTarget at once, Failed once its pod is gone.
+    ended = [c for c in job["status"]["conditions"] if c["type"] in ("Failed", "FailureTarget")]
+    assert ended and {c["reason"] for c in ended} == {"DeadlineExceeded"}
+
+
+SECRET = "s3cr3t-token-never-in-a-job"
+
+
+async def apply_connection(h: Harness) -> None:
+    doc = {
+        "apiVersion": "dirigent.dev/v1alpha1",
+        "kind": "Connection",
+        "metadata": {"name": "warehouse"},
+        "spec": {
+            "type": "http",
+            "settings": {"url": "https://warehouse.invalid"},
+            "secrets": {"token": {"name": "warehouse", "key": "token"}},
+        },
+    }
+    manifest, problems = parse_manifest(doc)
+    assert manifest is not None, problems
+    await h.engine.apply(manifest, h.namespace, secret_values={"token": SECRET})
+
+
+def secret_of(kubectl: Kubectl, namespace: str, name: str) -> dict[str, Any] | None:
+    found = kubectl.json(
+        "get", "secrets", "-n", namespace, "--field-selector", f"metadata.name={name}"
+    )
+    items: list[dict[str, Any]] = found["items"]
+    return items[0] if items else None
+
+
+async def test_connection_values_reach_the_pod_through_a_secret_the_job_owns(
+    h: Harness, kubectl: Kubectl, namespace: str
+) -> None:
+    await apply_connection(h)
+    await h.apply(
+        docker_pipeline(
+            "secretive",
+            namespace,
+            resources=PENDING_FOREVER,
+            connection="warehouse",
+            envFromConnection={"API_TOKEN": "token", "API_URL": "url"},
+            env={"MODE": "batch"},
+        )
+    )
+    run_id = await start(h, "secretive")
+    async with h.workers(1, **FAST):
+        await until_waiting(h, run_id)
+        [job] = jobs(kubectl, namespace, run_id)
+        name = job["metadata"]["name"]
+        # No secret value anywhere in the Job object the API server keeps.
+        assert SECRET not in json.dumps(job)
+        [container] = job["spec"]["template"]["spec"]["containers"]
+        assert container["env"] == [
+            {
+                "name": "API_TOKEN",
+                "valueFrom": {"secretKeyRef": {"name": name, "key": "API_TOKEN"}},
+            },
+            {"name": "API_URL", "valueFrom": {"secretKeyRef": {"name": name, "key": "API_URL"}}},
+            {"name": "MODE", "value": "batch"},
+        ]
+        secret = secret_of(kubectl, namespace, name)
+        assert secret is not None
+        assert base64.b64decode(secret["data"]["API_TOKEN"]).decode() == SECRET
+        assert base64.b64decode(secret["data"]["API_URL"]).decode() == "https://warehouse.invalid"
+        [owner] = secret["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("Job", name, job["metadata"]["uid"])
+        told = await h.engine.cancel_run(h.namespace, run_id, reason="test")
+    assert told == 1
+    await until(lambda: not jobs(kubectl, namespace, run_id), "the Job to be deleted")
+    await until(lambda: secret_of(kubectl, namespace, name) is None, "the Secret to be deleted")
+
+
+async def test_the_garbage_collector_deletes_the_secret_with_its_job(
+    h: Harness, kubectl: Kubectl, namespace: str
+) -> None:
+    await apply_connection(h)
+    await h.apply(
+        docker_pipeline(
+            "collected",
+            namespace,
+            resources=PENDING_FOREVER,
+            connection="warehouse",
+            envFromConnection={"API_TOKEN": "token"},
+        )
+    )
+    run_id = await start(h, "collected")
+    async with h.workers(1, **FAST):
+        await until_waiting(h, run_id)
+        [job] = jobs(kubectl, namespace, run_id)
+        name = job["metadata"]["name"]
+        assert secret_of(kubectl, namespace, name) is not None
+        # Deleted behind the engine's back, as ttlSecondsAfterFinished deletes a finished Job:
+        # the Secret goes with it, though nobody deleted it by name.
+        kubectl.run("delete", "job", name, "-n", namespace, "--cascade=background", "--wait=false")
+        await until(lambda: secret_of(kubectl, namespace, name) is None, "the collector", 60)
+        await h.engine.cancel_run(h.namespace, run_id, reason="test")
 
 
 async def test_cancelling_the_run_deletes_the_job(

@@ -62,6 +62,8 @@ ROLES: dict[str, list[Rule]] = {
         _rule(["batch"], ["jobs"], [*READ, "create", "delete"]),
         _rule([""], ["pods"], READ),
         _rule([""], ["pods/log"], ["get"]),
+        # docker.run's envFromConnection values go in a Secret per Job, owned by the Job.
+        _rule([""], ["secrets"], ["create", "patch", "delete"]),
     ],
     # People's roles are additive: viewer aggregates into view, edit and admin; editor into
     # edit and admin; admin into admin only.

@@ -6,7 +6,10 @@ import datetime as dt
 import os
 from pathlib import Path
 
+import pytest
+
 from dirigent.blocks.timing import WindowConfig, window_state
+from dirigent.engine.problems import ProblemsError
 from tests.integration.blocks.test_http import pipeline, run_one
 from tests.integration.engine.harness import Harness
 from tests.waiting import eventually, until
@@ -213,3 +216,15 @@ async def test_time_window_succeeds_inside_an_open_window(h: Harness) -> None:
     status, [w] = await run_one(h, "win")
     assert status == "succeeded"
     assert w["output"]["closes_at"] is None
+
+
+async def test_time_window_with_an_unknown_timezone_is_refused_at_apply(h: Harness) -> None:
+    with pytest.raises(ProblemsError) as refused:
+        await h.apply(
+            pipeline(
+                "nowhere",
+                "    w: {block: time.window, config: {start: '00:00', timezone: Mars/Olympus}}",
+            )
+        )
+    [problem] = refused.value.problems
+    assert problem.code == "time.zone.unknown" and "Mars/Olympus" in problem.message

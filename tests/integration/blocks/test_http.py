@@ -208,3 +208,22 @@ async def test_webhook_post_signs_the_exact_body_with_hmac(h: Harness, server: S
     expected = "sha256=" + hmac.new(b"k3y", seen["body"], hashlib.sha256).hexdigest()
     assert seen["headers"]["X-Dirigent-Signature"] == expected
     assert json.loads(seen["body"]) == {"run": post["run_id"]}
+
+
+@pytest.mark.parametrize(("code", "error_class"), [(400, "rejected"), (503, "transient")])
+async def test_webhook_post_refused_by_the_receiver_fails_with_its_code(
+    h: Harness, server: Server, code: int, error_class: str
+) -> None:
+    async def refuse(request: web.Request) -> web.Response:
+        return web.Response(status=code, text="no thanks")
+
+    server.routes["/hook"] = refuse
+    await h.apply(connection("hook", "webhook", {"url": f"{server.url}/hook"}))
+    await h.apply(
+        pipeline("post", "    post: {block: webhook.post, config: {connection: hook, payload: {}}}")
+    )
+    status, [post] = await run_one(h, "post")
+    assert status == "failed"
+    assert (post["error_class"], post["error_code"]) == (error_class, "webhook.status")
+    message = str(post["error_message"])
+    assert f"answered {code}: no thanks" in message and "Traceback" not in message

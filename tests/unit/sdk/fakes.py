@@ -84,6 +84,8 @@ class FakeContext:
     item: JsonValue | None = None
     started_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
     cursor: dict[str, JsonValue] | None = None
+    timeout: dt.timedelta | None = None
+    deadline: dt.datetime | None = None
     params: Mapping[str, JsonValue] = field(default_factory=dict)
     log: FakeLog = field(default_factory=FakeLog)
     storage: FakeStorage = field(default_factory=FakeStorage)

@@ -15,6 +15,10 @@ Timing and durability promises the engine keeps:
   outcome never disagree.
 * ``connection`` is synchronous: the engine snapshots connections when it claims the
   attempt, and secrets are opened here and nowhere else.
+* ``timeout`` and ``deadline`` are the step's limits as the engine enforces them, so a
+  block handing work to another system can hand the same limits on (docker.run makes the
+  timeout its Job's ``activeDeadlineSeconds``) and the work stops there even if no worker
+  is left to stop it.
 * ``runs`` starts and reads runs of this instance (for blocks composing pipelines); a run
   started through it is attributed to this run, and ``max_depth`` bounds the chain.
 """
@@ -219,6 +223,17 @@ class StepContext(Protocol):
     @property
     def started_at(self) -> dt.datetime:
         """When the attempt first started (timezone-aware UTC)."""
+        ...
+
+    @property
+    def timeout(self) -> dt.timedelta | None:
+        """The step's ``timeout``: how long this attempt's work may take; None: no limit."""
+        ...
+
+    @property
+    def deadline(self) -> dt.datetime | None:
+        """When the engine gives up waiting on this attempt (its first start plus the step's
+        ``deadline``, timezone-aware UTC); None when the step sets none."""
         ...
 
     @property

@@ -1,8 +1,9 @@
 """``ctx.runs``: a step starts, watches and cancels runs of its own instance.
 
 Why in the engine: ``pipeline.run`` needs exactly three things, and a block calling its own
-instance over HTTP would need a credential to it. Starting goes through the same
-``create_run`` every door uses, in a transaction of its own (a child run that is not
+instance over HTTP would need a credential to it. Starting and cancelling are the store's
+verbs (``store.lineage.start_child_run`` / ``cancel_child_run``: the depth guard, then the
+same ``create_run`` / ``cancel_run`` every door uses), each in a transaction of its own (a child run that is not
 committed is one no worker ever sees). The child is attributed to the parent run
 (``parent_run_id``, a foreign key) and step (``triggered_by_ref`` = ``<run>/<step>``), and
 its idempotency key is the parent attempt, so a replayed ``execute`` finds the child it
@@ -17,7 +18,6 @@ from contextlib import AbstractAsyncContextManager
 from dirigent.engine.plugins import Catalog
 from dirigent.engine.problems import ProblemsError
 from dirigent.engine.store import lineage
-from dirigent.engine.store import runs as runs_store
 from dirigent.engine.store.pool import Connection
 from dirigent.engine.store.runs import RunRequest
 from dirigent.engine.store.versions import VersionCache
@@ -74,29 +74,29 @@ class StepRuns:
             parent_run_id=self._run_id,
             idempotency_key=f"parent-attempt:{self._attempt_id}",
         )
-        async with self._conn() as conn, conn.transaction():
-            depth = await lineage.run_depth(conn, self._run_id) + 1
-            if depth > max_depth:
-                raise BlockFailure(
-                    TOO_DEEP,
-                    error_class=ErrorClass.REJECTED,
-                    pipeline=pipeline,
-                    depth=depth,
-                    max_depth=max_depth,
-                )
-            try:
-                created = await runs_store.create_run(
+        try:
+            async with self._conn() as conn, conn.transaction():
+                created = await lineage.start_child_run(
                     conn,
                     request,
+                    max_depth=max_depth,
                     versions=self._versions,
                     catalog=self._catalog,
                     enabled_unsafe=self._enabled_unsafe,
                 )
-            except ProblemsError as err:
-                why = "; ".join(p.message for p in err.problems)
-                raise BlockFailure(
-                    REFUSED, error_class=ErrorClass.REJECTED, pipeline=pipeline, why=why
-                ) from err
+        except lineage.ChainTooDeep as err:
+            raise BlockFailure(
+                TOO_DEEP,
+                error_class=ErrorClass.REJECTED,
+                pipeline=pipeline,
+                depth=err.depth,
+                max_depth=max_depth,
+            ) from err
+        except ProblemsError as err:
+            why = "; ".join(p.message for p in err.problems)
+            raise BlockFailure(
+                REFUSED, error_class=ErrorClass.REJECTED, pipeline=pipeline, why=why
+            ) from err
         return StartedRun(
             run_id=created.run_id,
             namespace=self._namespace,
@@ -124,10 +124,11 @@ class StepRuns:
 
     async def cancel(self, run_id: int, *, reason: str) -> bool:
         async with self._conn() as conn, conn.transaction():
-            row = await lineage.child_run(conn, run_id, self._namespace)
-            if row is None or row["status"] in lineage.TERMINAL:
-                return False
-            await runs_store.cancel_run(conn, run_id, reason=reason, versions=self._versions)
+            cancelled = await lineage.cancel_child_run(
+                conn, run_id, self._namespace, reason=reason, versions=self._versions
+            )
+        if not cancelled:
+            return False
         if self._cancel_remotes is not None:
             await self._cancel_remotes(run_id)
         return True

@@ -14,9 +14,10 @@ from typing import Any, TypeVar
 import structlog
 from pydantic import BaseModel, JsonValue
 
+from dirigent.engine.manifests.pipeline import Step
 from dirigent.engine.storage import FileStorage, Storages
 from dirigent.engine.store.outcomes import LogLine
-from dirigent.sdk import BlockFailure, ErrorClass, Message, Runs
+from dirigent.sdk import BlockFailure, ErrorClass, Message, Runs, Sensor
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -25,6 +26,20 @@ CONNECTION_UNAVAILABLE = Message(
 )
 
 _log = structlog.get_logger("dirigent.step")
+
+
+def timeout_of(step: Step) -> dt.timedelta | None:
+    """``ctx.timeout``: the step's timeout, as the engine bounds the attempt's calls by it."""
+    return step.timeout.to_timedelta() if step.timeout is not None else None
+
+
+def deadline_of(step: Step, block: object, first_started_at: dt.datetime) -> dt.datetime | None:
+    """``ctx.deadline``: the attempt's first start plus the deadline the engine enforces
+    (a sensor's falls back to its block's default; an operator's is the step's or none)."""
+    deadline = step.deadline
+    if deadline is None and isinstance(block, Sensor):
+        deadline = block.spec.default_deadline
+    return first_started_at + deadline.to_timedelta() if deadline is not None else None
 
 
 class BufferedLog:
@@ -71,6 +86,8 @@ class EngineContext:
         storage: FileStorage,
         connections: Mapping[str, dict[str, Any]] | None = None,
         runs: Runs | None = None,
+        timeout: dt.timedelta | None = None,
+        deadline: dt.datetime | None = None,
     ) -> None:
         self.namespace = namespace
         self.pipeline = pipeline
@@ -81,6 +98,8 @@ class EngineContext:
         self.run_item_id = run_item_id
         self.item = item
         self.started_at = started_at
+        self.timeout = timeout
+        self.deadline = deadline
         self.cursor = cursor
         self.params = params
         self.storage = Storages.of(storage)

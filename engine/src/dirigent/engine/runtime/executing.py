@@ -32,7 +32,7 @@ from dirigent.engine.resolving import (
     resolve,
 )
 from dirigent.engine.runtime.child_runs import StepRuns
-from dirigent.engine.runtime.context import EngineContext
+from dirigent.engine.runtime.context import EngineContext, deadline_of, timeout_of
 from dirigent.engine.storage import FileStorage
 from dirigent.engine.store.claims import Claimed
 from dirigent.engine.store.connections import open_connection
@@ -369,6 +369,8 @@ def _context(
         cursor=a.cursor,
         params=a.params,
         storage=storage,
+        timeout=timeout_of(step),
+        deadline=deadline_of(step, entry.block, a.first_started_at),
     )
 
 

@@ -6,11 +6,62 @@ that chain with one recursive query, so it can never disagree with the runs it d
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import asyncpg
 
+from dirigent.engine.plugins import Catalog
+from dirigent.engine.store import runs as runs_store
+from dirigent.engine.store.runs import RunCreated, RunRequest
+from dirigent.engine.store.versions import VersionCache
+
 TERMINAL = frozenset({"succeeded", "completed_with_errors", "failed", "cancelled"})
+
+
+class ChainTooDeep(Exception):
+    """Starting the child would make the chain of runs deeper than allowed."""
+
+    def __init__(self, depth: int) -> None:
+        super().__init__(f"a chain of {depth} runs")
+        self.depth = depth
+
+
+async def start_child_run(
+    conn: asyncpg.Connection,
+    request: RunRequest,
+    *,
+    max_depth: int,
+    versions: VersionCache,
+    catalog: Catalog,
+    enabled_unsafe: Collection[str] = (),
+) -> RunCreated:
+    """The engine's run-start verb for a run started by a step: the depth guard, then the
+    same ``create_run`` every door uses. Call inside a transaction.
+
+    Raises ``ChainTooDeep`` past ``max_depth``, ProblemsError when the run is refused.
+    """
+    if request.parent_run_id is None:
+        raise ValueError("a child run names its parent run (RunRequest.parent_run_id)")
+    depth = await run_depth(conn, request.parent_run_id) + 1
+    if depth > max_depth:
+        raise ChainTooDeep(depth)
+    return await runs_store.create_run(
+        conn, request, versions=versions, catalog=catalog, enabled_unsafe=enabled_unsafe
+    )
+
+
+async def cancel_child_run(
+    conn: asyncpg.Connection, run_id: int, namespace: str, *, reason: str, versions: VersionCache
+) -> bool:
+    """Cancel a run a step sees (same namespace); False if none, or it had already finished.
+
+    Call inside a transaction; the remote work of the cancelled run is told afterwards."""
+    row = await child_run(conn, run_id, namespace)
+    if row is None or row["status"] in TERMINAL:
+        return False
+    await runs_store.cancel_run(conn, run_id, reason=reason, versions=versions)
+    return True
 
 
 async def run_depth(conn: asyncpg.Connection, run_id: int) -> int:

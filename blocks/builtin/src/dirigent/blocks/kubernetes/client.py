@@ -138,6 +138,30 @@ class KubeClient:
             raise
         return True
 
+    async def put_secret(self, namespace: str, body: dict[str, Any]) -> None:
+        """Create the Secret, or replace the data of the one an earlier try made."""
+        try:
+            await self._json(self._core.create_namespaced_secret, namespace, body)
+        except ApiError as err:
+            if err.status != 409:
+                raise
+            name = body["metadata"]["name"]
+            await self._json(self._core.patch_namespaced_secret, name, namespace, body)
+
+    async def own_secret(self, namespace: str, name: str, owner: dict[str, Any]) -> None:
+        """Make ``owner`` (an object's ownerReference) own the Secret, for the collector."""
+        patch = {"metadata": {"ownerReferences": [owner]}}
+        await self._json(self._core.patch_namespaced_secret, name, namespace, patch)
+
+    async def delete_secret(self, namespace: str, name: str) -> bool:
+        try:
+            await self._json(self._core.delete_namespaced_secret, name, namespace)
+        except ApiError as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
+
     async def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
         found = await self._json(
             self._core.list_namespaced_pod, namespace, label_selector=f"job-name={job}"

@@ -10,6 +10,11 @@ turned into a resubmission. ``fetch`` returns the exit code and a log tail and s
 whole log under the attempt's scratch; with no kubelet to serve logs the log is empty, and
 the step's log says so. ``cancel`` deletes the Job with background propagation.
 
+Values a step takes from a connection (``envFromConnection``) never enter the Job's spec:
+they go in a Secret named like the Job and owned by it (an ownerReference), which the pod
+reads by ``secretKeyRef``; the garbage collector deletes it with the Job (after
+``ttlSecondsAfterFinished``, or on cancel, which also deletes it itself).
+
 The cluster is the worker's own: in-cluster credentials, or a kubeconfig
 (``DIRIGENT_KUBE_KUBECONFIG``, else ``KUBECONFIG``); ``DIRIGENT_KUBE_QPS`` and
 ``DIRIGENT_KUBE_BURST`` bound the request rate of all docker.run steps of the process.
@@ -31,7 +36,9 @@ from dirigent.blocks.kubernetes.jobs import (
     CONTAINER,
     DockerConfig,
     job_manifest,
+    owner_reference,
     parse_time,
+    secret_manifest,
 )
 from dirigent.sdk import (
     BlockFailure,
@@ -119,6 +126,9 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
         description=(
             "One Job per attempt in the pipeline's namespace (or `namespace`), named "
             "`dirigent-<run>-<attempt>`, `backoffLimit: 0`, a restricted security context. "
+            "The step's `timeout` (or what is left of its `deadline`, if sooner) becomes the "
+            "Job's `activeDeadlineSeconds`, so Kubernetes stops the container when the step's "
+            "time is up. "
             "The cluster is the worker's own: in-cluster credentials, or a kubeconfig from "
             "DIRIGENT_KUBE_KUBECONFIG (else KUBECONFIG); DIRIGENT_KUBE_QPS / DIRIGENT_KUBE_BURST "
             "bound the worker's API request rate (default 20 / 40). Failed: exit code and "
@@ -152,33 +162,52 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
         fields: dict[str, Any] = {}
         if config.connection is not None:
             fields = dict(ctx.connection(config.connection, _Fields).model_extra or {})
-        body = job_manifest(config, ctx, namespace, fields)
+        body = job_manifest(config, ctx, namespace)
         name = body["metadata"]["name"]
+        secret = secret_manifest(config, ctx, namespace, fields)
         kube = await self.kube()
         try:
-            await kube.create_job(namespace, body)
-            ctx.log.info(f"created Job {namespace}/{name}", image=config.image)
+            # The Secret first, so the pod never waits for it; then the Job; then the Job
+            # owns the Secret. Each step finds what an earlier try of this attempt left.
+            if secret is not None:
+                await kube.put_secret(namespace, secret)
+            job = await self._create_job(kube, namespace, body, ctx)
+            if secret is not None:
+                await kube.own_secret(namespace, name, owner_reference(job))
         except _api_error() as err:
-            if getattr(err, "status", None) != 409:
-                status = int(getattr(err, "status", 0) or 0)
-                raise BlockFailure(
-                    API,
-                    error_class=http_status_class(status),
-                    status=status,
-                    reason=getattr(err, "reason", ""),
-                ) from err
-            existing = await kube.read_job(namespace, name)
-            mine = (existing or {}).get("metadata", {}).get("labels", {})
-            if mine.get("dirigent.dev/attempt") != str(ctx.attempt_id):
-                raise BlockFailure(
-                    FOREIGN_JOB, error_class=ErrorClass.REJECTED, namespace=namespace, name=name
-                ) from err
-            ctx.log.info(f"found Job {namespace}/{name} from an earlier try of this attempt")
+            status = int(getattr(err, "status", 0) or 0)
+            raise BlockFailure(
+                API,
+                error_class=http_status_class(status),
+                status=status,
+                reason=getattr(err, "reason", ""),
+            ) from err
         return RemoteHandle(
             block_id=self.spec.id,
             ref=f"{namespace}/{name}",
             meta={"namespace": namespace, "name": name},
         )
+
+    async def _create_job(
+        self, kube: KubeClient, namespace: str, body: dict[str, Any], ctx: StepContext
+    ) -> dict[str, Any]:
+        """The Job, created now or found from an earlier try of this attempt."""
+        name = body["metadata"]["name"]
+        try:
+            created = await kube.create_job(namespace, body)
+        except _api_error() as err:
+            if getattr(err, "status", None) != 409:
+                raise
+            existing = await kube.read_job(namespace, name) or {}
+            mine = existing.get("metadata", {}).get("labels", {})
+            if mine.get("dirigent.dev/attempt") != str(ctx.attempt_id):
+                raise BlockFailure(
+                    FOREIGN_JOB, error_class=ErrorClass.REJECTED, namespace=namespace, name=name
+                ) from err
+            ctx.log.info(f"found Job {namespace}/{name} from an earlier try of this attempt")
+            return existing
+        ctx.log.info(f"created Job {namespace}/{name}", image=body_image(body))
+        return created
 
     async def probe(
         self, handle: RemoteHandle, config: DockerConfig, ctx: StepContext
@@ -246,14 +275,25 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
         )
 
     async def cancel(self, handle: RemoteHandle, config: DockerConfig, ctx: StepContext) -> bool:
+        namespace, name = handle.meta["namespace"], handle.meta["name"]
         kube = await self.kube()
-        return await kube.delete_job(handle.meta["namespace"], handle.meta["name"])
+        deleted = await kube.delete_job(namespace, name)
+        if config.env_from_connection:
+            # The collector would delete it with the Job; deleting it here also covers a
+            # Secret whose Job was never made, or never made its owner.
+            await kube.delete_secret(namespace, name)
+        return deleted
 
     def classify_error(self, error: Exception) -> ErrorClass:
         status = getattr(error, "status", None)
         if isinstance(status, int) and isinstance(error, _api_error()):
             return http_status_class(status)
         return classify_default(error)
+
+
+def body_image(body: dict[str, Any]) -> str:
+    image: str = body["spec"]["template"]["spec"]["containers"][0]["image"]
+    return image
 
 
 def _why(err: Exception) -> str:

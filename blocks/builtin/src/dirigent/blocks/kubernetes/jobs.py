@@ -3,12 +3,16 @@
 One Job per attempt, named from the attempt's durable id, so the name is the idempotency
 key: an ``execute`` replayed after a crash finds the Job it created instead of creating a
 second. ``backoffLimit: 0`` because retries are the engine's (every attempt is visible);
-a restricted security context; no service-account token unless a service account is named.
+a restricted security context; no service-account token unless a service account is named;
+``activeDeadlineSeconds`` from the step's ``timeout`` (and ``deadline``), never from config,
+so the step has one limit and Kubernetes keeps it.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import math
 from typing import Any
 
 from pydantic import Field
@@ -16,7 +20,15 @@ from pydantic import Field
 from dirigent.blocks.base import Config
 from dirigent.sdk import Duration, JsonValue, StepContext
 
-__all__ = ["DockerConfig", "job_manifest", "job_name", "labels_for"]
+__all__ = [
+    "DockerConfig",
+    "active_deadline_seconds",
+    "job_manifest",
+    "job_name",
+    "labels_for",
+    "owner_reference",
+    "secret_manifest",
+]
 
 LABEL = "dirigent.dev"
 CONTAINER = "main"
@@ -37,13 +49,14 @@ class DockerConfig(Config):
     )
     connection: str | None = Field(default=None, description="Connection for envFromConnection.")
     env_from_connection: dict[str, str] = Field(
-        default_factory=dict, description="Env var -> field of the connection."
+        default_factory=dict,
+        description=(
+            "Env var -> field of the connection; the values go in a Secret the Job owns "
+            "(read by secretKeyRef), never in the Job's spec."
+        ),
     )
     namespace: str | None = Field(default=None, description="Default: the pipeline's.")
     resources: Resources = Field(default_factory=Resources)
-    active_deadline: Duration | None = Field(
-        default=None, description="The Job's activeDeadlineSeconds."
-    )
     ttl_after_finished: Duration = Field(
         default=Duration.of(hours=1), description="ttlSecondsAfterFinished."
     )
@@ -75,27 +88,61 @@ def labels_for(ctx: StepContext) -> dict[str, str]:
     }
 
 
-def _env(
-    config: DockerConfig, ctx: StepContext, connection: dict[str, Any]
-) -> list[dict[str, str]]:
-    values: dict[str, str] = {}
+def _env(config: DockerConfig, ctx: StepContext) -> list[dict[str, Any]]:
+    """Literal and param values inline; connection fields only as references to the Secret."""
+    values: dict[str, dict[str, Any]] = {}
     for var, param in config.env_from_params.items():
         value: JsonValue = ctx.params.get(param)
-        values[var] = value if isinstance(value, str) else "" if value is None else str(value)
-    for var, field in config.env_from_connection.items():
-        values[var] = str(connection.get(field, ""))
-    values.update(config.env)
-    return [{"name": k, "value": v} for k, v in sorted(values.items())]
+        text = value if isinstance(value, str) else "" if value is None else str(value)
+        values[var] = {"value": text}
+    for var in config.env_from_connection:
+        ref = {"name": job_name(ctx), "key": var}
+        values[var] = {"valueFrom": {"secretKeyRef": ref}}
+    values.update({var: {"value": value} for var, value in config.env.items()})
+    return [{"name": k, **v} for k, v in sorted(values.items())]
 
 
-def job_manifest(
+def secret_manifest(
     config: DockerConfig, ctx: StepContext, namespace: str, connection: dict[str, Any]
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
+    """The Secret holding the attempt's ``envFromConnection`` values, named like its Job.
+
+    Why a Secret: a Job's spec is readable by anyone who may list Jobs and is kept in its
+    history, so a connection's secret never goes there; the pod reads it by ``secretKeyRef``.
+    None when the step takes nothing from a connection.
+    """
+    if not config.env_from_connection:
+        return None
+    data = {
+        var: base64.b64encode(str(connection.get(field, "")).encode()).decode()
+        for var, field in config.env_from_connection.items()
+        if var not in config.env  # a literal value wins, as in the env list
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {"name": job_name(ctx), "namespace": namespace, "labels": labels_for(ctx)},
+        "data": data,
+    }
+
+
+def owner_reference(job: dict[str, Any]) -> dict[str, Any]:
+    """The Job as the owner of its Secret: the garbage collector deletes one with the other."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": job["metadata"]["name"],
+        "uid": job["metadata"]["uid"],
+    }
+
+
+def job_manifest(config: DockerConfig, ctx: StepContext, namespace: str) -> dict[str, Any]:
     labels = {**config.labels, **labels_for(ctx)}
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": config.image,
-        "env": _env(config, ctx, connection),
+        "env": _env(config, ctx),
         "resources": config.resources.model_dump(),
         "securityContext": {
             "allowPrivilegeEscalation": False,
@@ -126,8 +173,9 @@ def job_manifest(
             "spec": pod_spec,
         },
     }
-    if config.active_deadline is not None:
-        spec["activeDeadlineSeconds"] = max(int(config.active_deadline.total_seconds()), 1)
+    deadline = active_deadline_seconds(ctx)
+    if deadline is not None:
+        spec["activeDeadlineSeconds"] = deadline
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -139,6 +187,23 @@ def job_manifest(
         },
         "spec": spec,
     }
+
+
+def active_deadline_seconds(ctx: StepContext) -> int | None:
+    """The step's limits as the Job's own: its ``timeout``, or what is left of its
+    ``deadline`` if that ends sooner, in whole seconds rounded up (at least 1).
+
+    Kubernetes then stops the container itself when the step's time is up, so the limit
+    holds even while no worker is there to cancel the Job.
+    """
+    limits: list[float] = []
+    if ctx.timeout is not None:
+        limits.append(ctx.timeout.total_seconds())
+    if ctx.deadline is not None:
+        limits.append((ctx.deadline - dt.datetime.now(dt.UTC)).total_seconds())
+    if not limits:
+        return None
+    return max(math.ceil(min(limits)), 1)
 
 
 def parse_time(value: str | None) -> dt.datetime | None:
