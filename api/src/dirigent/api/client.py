@@ -26,6 +26,8 @@ from dirigent.api.models import (
     ApplyPlan,
     ArtifactView,
     AttemptView,
+    BackfillRequest,
+    BackfillResult,
     BlockView,
     CancelReceipt,
     ConnectionView,
@@ -321,6 +323,26 @@ class Client:
 
     async def ready(self) -> Health:
         return await self._model(Health, "GET", "/health/ready")
+
+    # --- backfill (issue 13) ---------------------------------------------------------
+
+    async def backfill(
+        self,
+        namespace: str,
+        pipeline: str,
+        *,
+        schedule: str,
+        start: datetime,
+        end: datetime,
+        params: dict[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> BackfillResult:
+        """One run per window of ``schedule`` in ``[start, end)``; ``dry_run`` creates none."""
+        body = BackfillRequest(
+            schedule=schedule, start=start, end=end, params=params, dry_run=dry_run
+        ).model_dump(mode="json", by_alias=True, exclude_none=True)
+        path = f"{self._ns(namespace)}/pipelines/{pipeline}/$backfill"
+        return await self._model(BackfillResult, "POST", path, json=body)
 
 
 def _params(**values: Any) -> dict[str, Any]:

@@ -102,6 +102,7 @@ CanGetWebhooks = Annotated[Principal, Depends(allowed("get", "webhooks"))]
 CanListBlocks = Annotated[Principal, Depends(allowed("list", "blocks"))]
 CanListWorkers = Annotated[Principal, Depends(allowed("list", "workers"))]
 CanGetSystem = Annotated[Principal, Depends(allowed("get", "system"))]
+CanBackfillPipelines = Annotated[Principal, Depends(allowed("create", "pipelines", "backfill"))]
 
 Namespace = Annotated[
     str, Path(min_length=1, max_length=63, pattern=DNS_LABEL, description="A namespace.")
