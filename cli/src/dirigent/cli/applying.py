@@ -121,10 +121,9 @@ def _report(
                 listing.emit_record("applied", {**where, **o.plan.model_dump(mode="json")}, fmt)
             continue
         counts["refused"] = counts.get("refused", 0) + 1
-        if text:
-            typer.echo(f"error: {_where(o.doc)}: refused ({o.code})", err=True)
-            print_problems(o.problems, _where(o.doc))
-        else:
+        typer.echo(f"error: {_where(o.doc)}: refused ({o.code})", err=True)
+        print_problems(o.problems, _where(o.doc))
+        if not text:
             for p in o.problems:
                 at = p.model_dump(mode="json") | {"file": o.doc.file, "document": o.doc.index}
                 listing.emit_record("problem", at, fmt)

@@ -80,6 +80,8 @@ def console() -> Console:
 
 def record(kind: str, model: BaseModel | dict[str, Any]) -> dict[str, Any]:
     data = model.model_dump(mode="json") if isinstance(model, BaseModel) else dict(model)
+    if "kind" in data:  # a model's own kind (an apply plan's Pipeline) reads as "manifest"
+        data["manifest"] = data.pop("kind")
     return {"kind": kind, **data}
 
 
