@@ -76,7 +76,7 @@ ROLES: dict[str, list[Rule]] = {
     ],
     "editor": [
         _rule([GROUP], KINDS, ["create", "update", "patch", "delete"]),
-        _rule([GROUP], ["pipelines/run", "pipelines/apply"], ["create"]),
+        _rule([GROUP], ["pipelines/run", "pipelines/apply", "pipelines/backfill"], ["create"]),
         _rule([GROUP], ["runs/cancel"], ["update"]),
         _rule([GROUP], ["runs/retry"], ["create"]),
     ],

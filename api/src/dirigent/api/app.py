@@ -18,6 +18,7 @@ from dirigent.api.openapi import install_document
 from dirigent.api.problems import PROBLEM_RESPONSES
 from dirigent.api.routes import (
     artifacts,
+    backfill,
     catalog,
     connections,
     health,
@@ -45,7 +46,7 @@ def assemble(extra_routers: Sequence[APIRouter] = ()) -> FastAPI:
     )
     problems.install(app)
     v1 = APIRouter(prefix=API_PREFIX, responses=PROBLEM_RESPONSES)
-    for resource in (pipelines, runs, artifacts, connections, triggers, catalog, system, reports):
+    for resource in (pipelines, runs, artifacts, connections, triggers, catalog, system, reports, backfill):
         v1.include_router(resource.router)
     app.include_router(v1)
     app.include_router(health.router)

@@ -26,6 +26,8 @@ from dirigent.api.models import (
     ApplyPlan,
     ArtifactView,
     AttemptView,
+    BackfillRequest,
+    BackfillResult,
     BlockView,
     CancelReceipt,
     ConnectionView,
@@ -359,6 +361,26 @@ class Client:
         path = f"{self._ns(namespace)}/webhooks/{name}/deliveries"
         response = await self._call("GET", path, params={"limit": limit})
         return TypeAdapter(list[DeliveryView]).validate_json(response.content)
+
+    # --- backfill (issue 13) ---------------------------------------------------------
+
+    async def backfill(
+        self,
+        namespace: str,
+        pipeline: str,
+        *,
+        schedule: str,
+        start: datetime,
+        end: datetime,
+        params: dict[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> BackfillResult:
+        """One run per window of ``schedule`` in ``[start, end)``; ``dry_run`` creates none."""
+        body = BackfillRequest(
+            schedule=schedule, start=start, end=end, params=params, dry_run=dry_run
+        ).model_dump(mode="json", by_alias=True, exclude_none=True)
+        path = f"{self._ns(namespace)}/pipelines/{pipeline}/$backfill"
+        return await self._model(BackfillResult, "POST", path, json=body)
 
 
 def _params(**values: Any) -> dict[str, Any]:

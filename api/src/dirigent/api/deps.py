@@ -104,6 +104,7 @@ CanListWebhooks = Annotated[Principal, Depends(allowed("list", "webhooks"))]
 CanListBlocks = Annotated[Principal, Depends(allowed("list", "blocks"))]
 CanListWorkers = Annotated[Principal, Depends(allowed("list", "workers"))]
 CanGetSystem = Annotated[Principal, Depends(allowed("get", "system"))]
+CanBackfillPipelines = Annotated[Principal, Depends(allowed("create", "pipelines", "backfill"))]
 
 Namespace = Annotated[
     str, Path(min_length=1, max_length=63, pattern=DNS_LABEL, description="A namespace.")

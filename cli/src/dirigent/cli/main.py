@@ -9,12 +9,16 @@ import typer
 
 from dirigent.cli import (
     api,
+    applying,
+    backfill,
     blocks,
     crds,
     dev,
     migrate,
     operator,
+    pipelines,
     run,
+    runs,
     scheduler,
     validate,
     worker,
@@ -57,6 +61,11 @@ app.command("scheduler")(scheduler.command)
 app.command("dev")(dev.command)
 app.command("api")(api.command)
 app.command("openapi")(api.openapi)
+# Client commands: they talk to a server (dirigent dev or dirigent api) over the REST API.
+app.add_typer(runs.app, name="runs")
+app.add_typer(pipelines.app, name="pipelines")
+app.command("apply")(applying.command)
+app.command("backfill")(backfill.command)
 
 
 def main() -> None:
