@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
 import structlog
+from prometheus_client import CollectorRegistry
 
 from dirigent.engine import planning
 from dirigent.engine.applying import Applied, apply_manifest
@@ -62,6 +63,7 @@ from dirigent.engine.store.reads import RunFilter
 from dirigent.engine.store.retrying import ManualRetry
 from dirigent.engine.store.runs import RunCreated, RunRequest
 from dirigent.engine.store.versions import VersionCache
+from dirigent.engine.trigger_metrics import SchedulerMetrics, WebhookMetrics
 from dirigent.engine.trigger_views import (
     BackfillResult,
     DeliveryView,
@@ -134,8 +136,12 @@ class Engine:
         settings: EngineSettings,
         database: Database,
         catalog: Catalog,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.settings = settings
+        # The process's metrics registry: the scheduler and the webhook intake add their
+        # collectors to it, so a `dirigent api` serves them on its metrics port.
+        self.registry = registry
         self.url = database.url
         self.catalog = catalog
         self.storage = FileStorage(settings.artifact_root)
@@ -158,15 +164,20 @@ class Engine:
         url: str | None = None,
         catalog: Catalog | None = None,
         pool_size: int | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> AsyncIterator[Engine]:
-        """Connect, check the schema is current, and close everything on the way out."""
+        """Connect, check the schema is current, and close everything on the way out.
+
+        ``registry``: where the scheduler's and the webhook intake's metrics go (the process's
+        served registry); without one they are kept private to this engine.
+        """
         url = url or settings.require_database_url()
         await require_head(url)
         database = await Database.connect(
             url, max_size=pool_size or settings.worker_concurrency + 4
         )
         try:
-            yield cls(settings, database, catalog or discover())
+            yield cls(settings, database, catalog or discover(), registry)
         finally:
             await database.close()
 
@@ -469,7 +480,8 @@ class Engine:
             tick=self.settings.scheduler_tick, grace=self.settings.scheduler_misfire_grace
         )
         config = dataclasses.replace(config, **overrides)
-        return Scheduler(self._db.pool, asyncpg_dsn(self.url), self._create_run, config)
+        metrics = SchedulerMetrics(self.registry) if self.registry is not None else None
+        return Scheduler(self._db.pool, asyncpg_dsn(self.url), self._create_run, config, metrics)
 
     async def receive_webhook(
         self, token: str, *, headers: Mapping[str, str], body: AsyncIterator[bytes]
@@ -477,7 +489,11 @@ class Engine:
         """One delivery to ``/hooks/{token}``: 202 with the run id, or a refusal (recorded)."""
         if self._intake is None:
             self._intake = WebhookIntake(
-                self._db, self.sealer, self._create_run, max_body=self.settings.webhook_max_body
+                self._db,
+                self.sealer,
+                self._create_run,
+                max_body=self.settings.webhook_max_body,
+                metrics=WebhookMetrics(self.registry) if self.registry is not None else None,
             )
         return await self._intake.receive(token, headers, body)
 
