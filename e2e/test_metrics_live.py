@@ -48,7 +48,7 @@ from e2e.harness import processes
 from e2e.harness.binaries import REPO_ROOT
 from e2e.harness.clusters import Cluster
 from e2e.harness.processes import Process, wait_until
-from e2e.harness.system import DIRIGENT
+from e2e.harness.system import DIRIGENT, install_crds
 from e2e.kubectl import Kubectl
 from hack.ship import alerts, dashboards
 
@@ -317,10 +317,9 @@ def _apply_workload(kubectl: Kubectl, namespace: str, receiver: str) -> None:
     """kubectl apply; the operator brings every resource to Ready in the engine."""
     for documents in _documents(receiver):
         kubectl.run("apply", "-n", namespace, "-f", "-", stdin=documents)
-        for kind in ("connections", "pipelines", "schedules", "webhooks"):
-            kubectl.run(
-                "wait", "--for=condition=Ready", kind, "--all", "-n", namespace, "--timeout=120s"
-            )
+        for doc in yaml.safe_load_all(documents):
+            ref = f"{doc['kind'].lower()}/{doc['metadata']['name']}"
+            kubectl.run("wait", "--for=condition=Ready", ref, "-n", namespace, "--timeout=50s")
 
 
 def _webhook_token(kubectl: Kubectl, namespace: str) -> str:
@@ -414,6 +413,7 @@ def stack(
         namespace = exit_stack.enter_context(_namespace(kubectl))
         procs = Processes(base / "logs", _base_env(url, base, cluster.kubeconfig))
         exit_stack.callback(procs.stop)
+        install_crds(cluster.kubeconfig)
         _start_operator(procs, namespace)
         api = _start_api(procs)
         _start_workers(procs, base)
