@@ -2,7 +2,7 @@
 
 Generated: the chart's values.yaml, values.schema.json and values reference (in its
 README), its copies of the CRDs and RBAC rules, its dashboards and alert rules, and the
-kustomize config's CRDs, RBAC and samples. ``--check`` writes nothing and exits 1 on any
+kustomize config's CRDs, RBAC, samples and manager (the chart rendered, hack/ship/manager.py). ``--check`` writes nothing and exits 1 on any
 difference (``make lint`` runs it), naming the files and showing the first diff lines.
 """
 
@@ -13,7 +13,7 @@ import difflib
 import sys
 from pathlib import Path
 
-from hack.ship import alerts, chartvalues, copies, dashboards
+from hack.ship import alerts, chartvalues, copies, dashboards, manager
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = "charts/dirigent"
@@ -26,6 +26,7 @@ OWNED = [
     "config/crd",
     "config/rbac",
     "config/samples",
+    "config/manager",
 ]
 
 
@@ -44,6 +45,7 @@ def wanted() -> dict[str, str]:
         files[f"{CHART}/files/dashboards/{name}.json"] = dashboards.render(board)
     files.update(copies.chart_files(ROOT))
     files.update(copies.config_files(ROOT))
+    files.update(manager.files(ROOT))
     return files
 
 

@@ -72,7 +72,7 @@ ALERTS = [
     ),
     Alert(
         "DirigentSchedulerStopped",
-        'sum(dirigent_operator_resources{kind="Schedule", ready="true"}) > 0'
+        'sum(dirigent_operator_resources{kind="Schedule", ready="True"}) > 0'
         ' unless sum(increase(dirigent_scheduler_firings_total{result="fired"}[2h])) > 0',
         "10m",
         "critical",

@@ -106,6 +106,7 @@ async def _serve(settings: EngineSettings, stop: asyncio.Event, options: _Option
     metrics = ApiMetrics()
     if settings.metrics_port is not None:
         metrics.serve(settings.metrics_port)
+    # One registry for the process: the embedded scheduler's and the intake's metrics too.
     async with Engine.open(settings, registry=metrics.registry) as engine:
         app = create_app(
             engine,

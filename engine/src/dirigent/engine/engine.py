@@ -167,7 +167,11 @@ class Engine:
         pool_size: int | None = None,
         registry: CollectorRegistry | None = None,
     ) -> AsyncIterator[Engine]:
-        """Connect, check the schema is current, and close everything on the way out."""
+        """Connect, check the schema is current, and close everything on the way out.
+
+        ``registry``: where the scheduler's and the webhook intake's metrics go (the process's
+        served registry); without one they are kept private to this engine.
+        """
         url = url or settings.require_database_url()
         direct = settings.database_direct_url if url == settings.database_url else None
         await require_head(direct or url)
