@@ -16,7 +16,7 @@ from pydantic import Field
 from dirigent.blocks.base import Config
 from dirigent.sdk import Duration, JsonValue, StepContext
 
-__all__ = ["DockerConfig", "job_manifest", "job_name", "labels_for"]
+__all__ = ["DockerConfig", "job_manifest", "job_name", "labels_for", "with_pod_defaults"]
 
 LABEL = "dirigent.dev"
 CONTAINER = "main"
@@ -139,6 +139,14 @@ def job_manifest(
         },
         "spec": spec,
     }
+
+
+def with_pod_defaults(job: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """``job`` with the worker's pod spec defaults added where the Job sets nothing."""
+    pod_spec = job["spec"]["template"]["spec"]
+    for key, value in defaults.items():
+        pod_spec.setdefault(key, value)
+    return job
 
 
 def parse_time(value: str | None) -> dt.datetime | None:
