@@ -144,7 +144,11 @@ def test_helm_install_runs_dirigent_and_a_real_container(
             table = kubectl.run("get", "pipelines", "-n", namespace).stdout
             return "hello-container" in table and "succeeded" in table
 
-        wait_until(listed, what="kubectl get pipelines showing the run", timeout=60)
+        try:
+            wait_until(listed, what="kubectl get pipelines showing the run", timeout=60)
+        except TimeoutError:
+            table = kubectl.run("get", "pipelines", "-n", namespace, "-o", "yaml").stdout
+            raise AssertionError(table + _pod_logs(kubectl, namespace)) from None
 
         helm.run("uninstall", release, "-n", namespace, "--wait", "--timeout", "120s")
         assert kubectl.json("get", "deployments", "-n", namespace)["items"] == []
