@@ -142,7 +142,7 @@ def test_helm_install_runs_dirigent_and_a_real_container(
 
         def listed() -> bool:
             table = kubectl.run("get", "pipelines", "-n", namespace).stdout
-            return "hello-container" in table and "succeeded" in table
+            return "hello-container" in table and "Succeeded" in table
 
         try:
             wait_until(listed, what="kubectl get pipelines showing the run", timeout=60)
