@@ -50,21 +50,14 @@ REAL_NODE ?=
 # A local control plane (or kind where Docker answers) with the CRDs, plus dirigent's
 # operator and worker as local processes on an embedded PostgreSQL. Prints export lines:
 #   eval "$(make -s demo-up)"
-# REAL_NODE=1 starts the control plane with a real node (containerd + kubelet) instead; the
-# operator and worker do not join that variant yet.
+# REAL_NODE=1 adds a real node (containerd + kubelet) and runs dirigent on it as pods:
+# `make image`, then `helm install` of the chart (operator, API, worker, docker.run allowed);
+# it prints KUBECONFIG, DIRIGENT_URL and DIRIGENT_TOKEN.
 demo-up: $(if $(DIRIGENT_E2E_KUBECONFIG),,k8s-binaries)
-ifeq ($(REAL_NODE),)
-	@$(UV) run python -m e2e.harness.demo up
-else
-	@kc=$$($(UV) run python -m e2e.harness up --real-node) && echo "export KUBECONFIG=$$kc"
-endif
+	@$(UV) run python -m e2e.harness.demo up $(if $(REAL_NODE),--real-node,)
 
 demo-down:
-ifeq ($(REAL_NODE),)
 	@$(UV) run python -m e2e.harness.demo down
-else
-	@$(UV) run python -m e2e.harness down
-endif
 
 # --- real node (e2e/harness/realnode.py): containerd + kubelet running real containers ---
 # `make e2e` starts it for the tests that request the `real_node` fixture.

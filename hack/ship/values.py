@@ -198,6 +198,13 @@ class Pod(_Strict):
     extra_env: list[dict[str, Any]] = _f(
         [], "Extra container env entries (name/value or valueFrom)."
     )
+    metrics_port: int | None = _f(
+        None,
+        "Port of this component's /metrics; empty means metrics.port (give each component "
+        "its own when pods share the host network).",
+        ge=1,
+        le=65535,
+    )
 
 
 class ServiceAccount(_Strict):

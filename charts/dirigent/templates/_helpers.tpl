@@ -66,8 +66,16 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
-{{/* Environment every process gets: database, secret key, metrics port, settings. */}}
+{{/* Metrics port of one component: (dict "ctx" $ "pod" .Values.api) */}}
+{{- define "dirigent.metricsPort" -}}
+{{- .pod.metricsPort | default .ctx.Values.metrics.port -}}
+{{- end -}}
+
+{{/* Environment every process gets: database, secret key, metrics port, settings:
+     (dict "ctx" $ "pod" .Values.api) */}}
 {{- define "dirigent.env" -}}
+{{- $port := include "dirigent.metricsPort" . -}}
+{{- with .ctx -}}
 - name: DIRIGENT_DATABASE_URL
   valueFrom:
     secretKeyRef:
@@ -79,7 +87,7 @@ app.kubernetes.io/component: {{ .component }}
       name: {{ required "secretKey.existingSecret is required: the name of a Secret holding a 32-byte key (openssl rand -base64 32; see docs/install.md)" .Values.secretKey.existingSecret }}
       key: {{ .Values.secretKey.key }}
 - name: DIRIGENT_METRICS_PORT
-  value: {{ .Values.metrics.port | quote }}
+  value: {{ $port | quote }}
 {{- range $key, $value := .Values.settings }}
 {{- if not (kindIs "invalid" $value) }}
 - name: DIRIGENT_{{ $key | snakecase | upper }}
@@ -94,6 +102,7 @@ app.kubernetes.io/component: {{ .component }}
   valueFrom:
     fieldRef:
       fieldPath: metadata.namespace
+{{- end -}}
 {{- end -}}
 
 {{/* Pod-level fields shared by every workload: (dict "ctx" $ "pod" .Values.api) */}}

@@ -45,8 +45,12 @@ class _Options:
 
 
 def command(
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "0.0.0.0",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    host: Annotated[
+        str, typer.Option(envvar="DIRIGENT_API_HOST", help="Address to listen on.")
+    ] = "0.0.0.0",
+    port: Annotated[
+        int, typer.Option(envvar="DIRIGENT_API_PORT", help="Port to listen on.")
+    ] = 8080,
     auth: Annotated[
         str, typer.Option(help="static (DIRIGENT_API_TOKEN) or cluster (TokenReview + SAR).")
     ] = "cluster",

@@ -18,6 +18,9 @@ reads by ``secretKeyRef``; the garbage collector deletes it with the Job (after
 The cluster is the worker's own: in-cluster credentials, or a kubeconfig
 (``DIRIGENT_KUBE_KUBECONFIG``, else ``KUBECONFIG``); ``DIRIGENT_KUBE_QPS`` and
 ``DIRIGENT_KUBE_BURST`` bound the request rate of all docker.run steps of the process.
+``DIRIGENT_KUBE_POD_DEFAULTS`` (a JSON object of pod spec fields, e.g. a ``nodeSelector``,
+``tolerations``, ``hostNetwork``) is where the person running the worker decides where its
+Jobs land; pipelines stay portable, and a field the block sets itself is never overridden.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from dirigent.blocks.kubernetes.jobs import (
     owner_reference,
     parse_time,
     secret_manifest,
+    with_pod_defaults,
 )
 from dirigent.sdk import (
     BlockFailure,
@@ -74,6 +78,7 @@ FOREIGN_JOB = Message(
     "docker.job.foreign", "Job {namespace}/{name} exists but was not made by this attempt"
 )
 PULL_STUCK = "image-pull"
+FAILURE_LINES = 10  # the failed container's last log lines quoted in the failure message
 WAITING_FAILURES = frozenset(
     {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError"}
 )
@@ -89,6 +94,9 @@ class KubeSettings(BaseSettings):
     in_cluster: bool | None = None
     qps: float = Field(default=20.0, gt=0)
     burst: int = Field(default=40, ge=1)
+    pod_defaults: dict[str, Any] = Field(
+        default_factory=dict, description="Pod spec fields every Job gets unless it sets them."
+    )
 
     def connection(self) -> KubernetesConnection:
         in_cluster = self.in_cluster
@@ -131,7 +139,9 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
             "time is up. "
             "The cluster is the worker's own: in-cluster credentials, or a kubeconfig from "
             "DIRIGENT_KUBE_KUBECONFIG (else KUBECONFIG); DIRIGENT_KUBE_QPS / DIRIGENT_KUBE_BURST "
-            "bound the worker's API request rate (default 20 / 40). Failed: exit code and "
+            "bound the worker's API request rate (default 20 / 40); DIRIGENT_KUBE_POD_DEFAULTS "
+            "(JSON pod spec fields: nodeSelector, tolerations, hostNetwork) places its Jobs. "
+            "Failed: exit code, the container's last lines and "
             "reason (OOMKilled, DeadlineExceeded; an image that cannot be pulled after "
             "`imagePullGrace`). The whole log goes to storage (empty when no kubelet serves it)."
         ),
@@ -148,13 +158,17 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
         self._client: KubeClient | None = None
         self._lock = asyncio.Lock()
 
+    def settings(self) -> KubeSettings:
+        if self._settings is None:
+            self._settings = KubeSettings()
+        return self._settings
+
     async def kube(self) -> KubeClient:
         async with self._lock:
             if self._client is None:
                 from dirigent.blocks.kubernetes.client import KubeClient
 
-                settings = self._settings or KubeSettings()
-                self._client = await KubeClient.build(settings.connection())
+                self._client = await KubeClient.build(self.settings().connection())
             return self._client
 
     async def execute(self, config: DockerConfig, ctx: StepContext) -> RemoteHandle:
@@ -162,7 +176,7 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
         fields: dict[str, Any] = {}
         if config.connection is not None:
             fields = dict(ctx.connection(config.connection, _Fields).model_extra or {})
-        body = job_manifest(config, ctx, namespace)
+        body = with_pod_defaults(job_manifest(config, ctx, namespace), self.settings().pod_defaults)
         name = body["metadata"]["name"]
         secret = secret_manifest(config, ctx, namespace, fields)
         kube = await self.kube()
@@ -227,7 +241,9 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
         pods = await kube.job_pods(namespace, name)
         state = _container_state(pods[-1]) if pods else {}
         if "Failed" in conditions or "FailureTarget" in conditions:
-            return _failed(name, conditions.get("Failed") or conditions["FailureTarget"], state)
+            last = await self._last_lines(kube, namespace, pods[-1] if pods else None)
+            condition = conditions.get("Failed") or conditions["FailureTarget"]
+            return _failed(name, condition, state, last)
         waiting = state.get("waiting") or {}
         if waiting.get("reason") in WAITING_FAILURES:
             created = parse_time(job["metadata"].get("creationTimestamp"))
@@ -243,6 +259,17 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
             return ProbeResult.running(f"Job {name}: {waiting['reason']} (within grace)")
         phase = pods[-1].get("status", {}).get("phase", "Pending") if pods else "no pod yet"
         return ProbeResult.running(f"Job {name}: pod {phase}")
+
+    async def _last_lines(self, kube: KubeClient, namespace: str, pod: Any) -> str:
+        """The failed container's last lines for the failure message ('' when unreadable)."""
+        if pod is None:
+            return ""
+        try:
+            log = await kube.pod_log(namespace, pod["metadata"]["name"], CONTAINER)
+        except (_api_error(), OSError):
+            return ""
+        lines = log.decode("utf-8", errors="replace").rstrip("\n").splitlines()
+        return "\n".join(lines[-FAILURE_LINES:])
 
     async def fetch(
         self, handle: RemoteHandle, config: DockerConfig, ctx: StepContext
@@ -309,7 +336,9 @@ def _container_state(pod: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def _failed(name: str, condition: dict[str, Any], state: dict[str, Any]) -> ProbeResult:
+def _failed(
+    name: str, condition: dict[str, Any], state: dict[str, Any], last: str = ""
+) -> ProbeResult:
     terminated = state.get("terminated") or {}
     reason = terminated.get("reason") or condition.get("reason") or "Failed"
     if condition.get("reason") == "DeadlineExceeded":
@@ -319,6 +348,8 @@ def _failed(name: str, condition: dict[str, Any], state: dict[str, Any]) -> Prob
     message = f"Job {name} failed: {reason}, {detail}"
     if condition.get("message"):
         message += f" ({condition['message']})"
+    if last:
+        message += f"; last lines:\n{last}"
     error_class = ErrorClass.TRANSIENT if reason == "DeadlineExceeded" else ErrorClass.UNKNOWN
     return ProbeResult.failed(
         message, error_class=error_class, meta={"exit_code": str(code), "reason": reason}

@@ -28,6 +28,7 @@ __all__ = [
     "labels_for",
     "owner_reference",
     "secret_manifest",
+    "with_pod_defaults",
 ]
 
 LABEL = "dirigent.dev"
@@ -204,6 +205,14 @@ def active_deadline_seconds(ctx: StepContext) -> int | None:
     if not limits:
         return None
     return max(math.ceil(min(limits)), 1)
+
+
+def with_pod_defaults(job: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """``job`` with the worker's pod spec defaults added where the Job sets nothing."""
+    pod_spec = job["spec"]["template"]["spec"]
+    for key, value in defaults.items():
+        pod_spec.setdefault(key, value)
+    return job
 
 
 def parse_time(value: str | None) -> dt.datetime | None:

@@ -1,0 +1,189 @@
+"""The Helm chart for real: dirigent's own image runs on the real node, and runs a container.
+
+Given the project image built by ``make image`` and imported into the real node's
+containerd, an embedded PostgreSQL on the host's loopback and the harness's values
+(``e2e.harness.chartnode``), when ``helm install`` runs, then the migrate hook, the
+operator, the API and a worker run as real processes and become Ready through their own
+probes; a Pipeline applied with ``kubectl apply -f`` becomes Ready; a run started through
+the API runs its ``docker.run`` step as a real container; ``kubectl get pipelines`` shows
+the run; ``helm uninstall`` keeps the CRDs, the Pipeline and the run history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from dirigent.api.client import Client
+from dirigent.engine.store.embedded import EmbeddedPostgres
+from e2e.engine import EngineClient
+from e2e.harness import chartnode
+from e2e.harness.clusters import Cluster
+from e2e.harness.images import BASE_IMAGE
+from e2e.harness.processes import wait_until
+from e2e.harness.realnode import RealNode
+from e2e.helm import CHART, Helm
+from e2e.kubectl import Kubectl
+
+pytestmark = pytest.mark.e2e
+
+PIPELINE = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: hello-container, namespace: {ns}}}
+spec:
+  steps:
+    greet:
+      block: docker.run
+      poll: 500ms
+      config:
+        image: {image}
+        imagePullPolicy: Never
+        command: [python3, -c, "import platform; print('hello from', platform.python_version(), '{nonce}')"]
+"""
+
+
+@pytest.fixture
+def postgres(tmp_path: Path) -> Iterator[EmbeddedPostgres]:
+    with EmbeddedPostgres(tmp_path / "pgdata") as server:
+        yield server
+
+
+def _pods(kubectl: Kubectl, namespace: str, component: str) -> list[dict[str, Any]]:
+    selector = f"app.kubernetes.io/component={component}"
+    items: list[dict[str, Any]] = kubectl.json("get", "pods", "-n", namespace, "-l", selector)[
+        "items"
+    ]
+    return items
+
+
+def _at(stamp: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def pod_start_seconds(pod: dict[str, Any]) -> dict[str, float]:
+    """Seconds from the pod's creation to its container started and to Ready (1 s stamps)."""
+    created = _at(pod["metadata"]["creationTimestamp"])
+    started = _at(pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"])
+    ready = next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")
+    return {
+        "started": (started - created).total_seconds(),
+        "ready": (_at(ready["lastTransitionTime"]) - created).total_seconds(),
+    }
+
+
+@pytest.mark.timeout(1500)  # a cold `make image` builds the Debian base first
+def test_helm_install_runs_dirigent_and_a_real_container(
+    real_node: RealNode,
+    cluster: Cluster,
+    kubectl: Kubectl,
+    namespace: str,
+    postgres: EmbeddedPostgres,
+    tmp_path: Path,
+) -> None:
+    image = chartnode.build_project_image()
+    chartnode.load_project_image(real_node, image)
+    key = chartnode.new_secret_key()
+    kubectl.run("apply", "-f", "-", stdin=chartnode.secrets_manifest(namespace, postgres.url, key))
+    release = f"r{uuid.uuid4().hex[:6]}"
+    chartnode.adopt_crds(kubectl, release, namespace)
+    ports = chartnode.Ports()
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump(chartnode.values(image, cluster.kubeconfig, ports)))
+    helm = Helm(kubeconfig=cluster.kubeconfig)
+    fullname = f"{release}-dirigent"
+    try:
+        # --wait: every Deployment Available, i.e. its pods passed their readiness probes.
+        installed = helm.run("install", release, str(CHART), "-n", namespace, "-f", str(values),
+                             "--wait", "--timeout", "300s", check=False)  # fmt: skip
+        assert installed.returncode == 0, installed.stderr + _pod_logs(kubectl, namespace)
+        migrate = kubectl.json("get", "job", f"{fullname}-migrate", "-n", namespace)
+        assert migrate["status"].get("succeeded") == 1
+        for component in chartnode.COMPONENTS:
+            [pod] = _pods(kubectl, namespace, component)
+            assert pod["spec"]["nodeName"] == real_node.node_name, component
+            [status] = pod["status"]["containerStatuses"]
+            assert status["ready"] and status["containerID"].startswith("containerd://")
+            assert status["restartCount"] == 0, (component, status)
+            print(f"pod start {component}: {pod_start_seconds(pod)}")
+
+        kubectl.run(
+            "apply", "-f", "-",
+            stdin=PIPELINE.format(ns=namespace, image=BASE_IMAGE, nonce=(nonce := uuid.uuid4().hex)),
+        )  # fmt: skip
+
+        def ready() -> bool:
+            found = kubectl.json("get", "pipeline", "hello-container", "-n", namespace)
+            conditions = found.get("status", {}).get("conditions") or []
+            return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+        wait_until(ready, what="the Pipeline Ready", timeout=60)
+        token = chartnode.admin_token(kubectl, namespace)
+        url = f"http://127.0.0.1:{ports.api}"
+        run_id, state = asyncio.run(_run_through_the_api(url, token, namespace))
+        assert state == "succeeded", state
+
+        engine = EngineClient(postgres.url, key)
+        [attempt] = engine.attempts(namespace, run_id, "greet")
+        assert attempt.output["exit_code"] == 0
+        assert attempt.output["log_tail"].startswith("hello from 3.11")
+        assert attempt.output["log_tail"].endswith(f"{nonce}\n")
+        [job_pod] = kubectl.json(
+            "get", "pods", "-n", namespace, "-l", f"dirigent.dev/run={run_id}"
+        )["items"]
+        assert job_pod["spec"]["nodeName"] == real_node.node_name
+
+        def listed() -> bool:
+            table = kubectl.run("get", "pipelines", "-n", namespace).stdout
+            return "hello-container" in table and "Succeeded" in table
+
+        try:
+            wait_until(listed, what="kubectl get pipelines showing the run", timeout=60)
+        except TimeoutError:
+            table = kubectl.run("get", "pipelines", "-n", namespace, "-o", "yaml").stdout
+            raise AssertionError(table + _pod_logs(kubectl, namespace)) from None
+
+        helm.run("uninstall", release, "-n", namespace, "--wait", "--timeout", "120s")
+        assert kubectl.json("get", "deployments", "-n", namespace)["items"] == []
+        for crd in chartnode.CRDS:
+            kept = kubectl.json("get", "crd", crd)
+            assert kept["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        assert kubectl.json("get", "pipeline", "hello-container", "-n", namespace)
+        assert engine.run(namespace, run_id).status == "succeeded"  # the history is kept
+    finally:
+        helm.run("uninstall", release, "-n", namespace, check=False)
+        # No operator is left to remove its finalizer; the namespace must be deletable.
+        kubectl.run("patch", "pipeline", "hello-container", "-n", namespace, "--type=merge",
+                    "-p", '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
+        kubectl.run("delete", "clusterrolebinding", f"{namespace}-dirigent-demo", check=False)
+        kubectl.run("delete", "clusterrole,clusterrolebinding", "-l",
+                    f"app.kubernetes.io/instance={release}", "--wait=false", check=False)  # fmt: skip
+
+
+def _pod_logs(kubectl: Kubectl, namespace: str) -> str:
+    """Every pod's last log lines and the namespace's events: why a pod is not Ready."""
+    out = [kubectl.run("get", "events", "-n", namespace, check=False).stdout[-3000:]]
+    for component in chartnode.COMPONENTS:
+        selector = f"app.kubernetes.io/component={component}"
+        logs = kubectl.run("logs", "-n", namespace, "-l", selector, "--tail=20", check=False)
+        out.append(f"--- {component}\n{logs.stdout[-3000:]}{logs.stderr[-500:]}")
+    return "\n".join(out)
+
+
+async def _run_through_the_api(url: str, token: str, namespace: str) -> tuple[int, str]:
+    async with Client(url, token) as api:
+        created = await api.run(namespace, "hello-container")
+        deadline = asyncio.get_running_loop().time() + 180
+        while True:
+            run = await api.get_run(namespace, created.run_id)
+            if run.status in ("succeeded", "failed", "cancelled", "completed_with_errors"):
+                return created.run_id, run.status
+            assert asyncio.get_running_loop().time() < deadline, run
+            await asyncio.sleep(0.2)
