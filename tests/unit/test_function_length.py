@@ -22,7 +22,6 @@ PACKAGES = [
 LIMIT = 80
 KNOWN = {
     # (path, function): the issue that will split it
-    ("engine/src/dirigent/engine/store/outcomes.py", "settle_many"): "#16 engine at scale",
     # A migration is one schema step, read top to bottom beside its downgrade.
     (
         "engine/src/dirigent/engine/store/migrations/versions/0001_baseline.py",

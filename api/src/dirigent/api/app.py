@@ -46,7 +46,17 @@ def assemble(extra_routers: Sequence[APIRouter] = ()) -> FastAPI:
     )
     problems.install(app)
     v1 = APIRouter(prefix=API_PREFIX, responses=PROBLEM_RESPONSES)
-    for resource in (pipelines, runs, artifacts, connections, triggers, catalog, system, reports, backfill):
+    for resource in (
+        pipelines,
+        runs,
+        artifacts,
+        connections,
+        triggers,
+        catalog,
+        system,
+        reports,
+        backfill,
+    ):
         v1.include_router(resource.router)
     app.include_router(v1)
     app.include_router(health.router)

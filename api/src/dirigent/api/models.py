@@ -16,9 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from dirigent.engine.problems import Problem
 from dirigent.engine.views import (
     ArtifactView,
+    AttemptView,
     BackfillResult,
     BackfillWindow,
-    AttemptView,
     BlockView,
     ConnectionView,
     DeliveryView,

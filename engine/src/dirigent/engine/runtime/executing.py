@@ -278,7 +278,7 @@ async def execute_attempt(
     connections = await _open_connections(conn_factory, a, worker_id, resolved, settings)
     if isinstance(connections, Outcome):
         return connections
-    ctx = _context(conn_factory, a, catalog, settings, storage, connections)
+    ctx = _context(conn_factory, a, (step, entry), catalog, settings, storage, connections)
     call = _Call(
         a, worker_id, step, entry, config, resolved, ctx, started, storage, settings, on_fetched
     )
@@ -349,6 +349,7 @@ async def _open_connections(
 def _context(
     conn_factory: Any,
     a: Claimed,
+    limits: tuple[Step, BlockEntry],
     catalog: Catalog,
     settings: Settings,
     storage: FileStorage,
@@ -369,8 +370,8 @@ def _context(
         cursor=a.cursor,
         params=a.params,
         storage=storage,
-        timeout=timeout_of(step),
-        deadline=deadline_of(step, entry.block, a.first_started_at),
+        timeout=timeout_of(limits[0]),
+        deadline=deadline_of(limits[0], limits[1].block, a.first_started_at),
     )
 
 

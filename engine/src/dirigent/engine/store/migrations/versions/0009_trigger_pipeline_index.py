@@ -2,7 +2,7 @@
 each row's triggers from an index rather than from every trigger of the namespace.
 
 Revision ID: 0009_trigger_pipeline_index
-Revises: 0007_worker_blocks
+Revises: 0008_hot_set
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0009_trigger_pipeline_index"
-down_revision: str | None = "0007_worker_blocks"
+down_revision: str | None = "0008_hot_set"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -7,7 +7,7 @@ transaction that settles the notification; only the terminal statuses are record
 and running are the delivery's own churn), and each NOTIFYs the subscribers.
 
 Revision ID: 0010_alert_events
-Revises: 0007_worker_blocks
+Revises: 0009_trigger_pipeline_index
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0010_alert_events"
-down_revision: str | None = "0007_worker_blocks"
+down_revision: str | None = "0009_trigger_pipeline_index"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
