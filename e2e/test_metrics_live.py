@@ -11,9 +11,8 @@ schedule fires, and failed runs notify the receiver (which refuses some deliveri
 then every PromQL expression of every dashboard panel returns data, every alert rule's
 expression evaluates, and every selector of every rule matches series.
 
-Strict xfails name an expression whose metric no process on main exports yet
-(`dirigent_runs_started`, being added by the triggers work): once it is exported, the
-xfail turns into a failure that asks for it to be removed.
+Strict xfails name an expression whose metric no process on main exports yet (none
+today): once it is exported, the xfail turns into a failure that asks for it to be removed.
 """
 
 from __future__ import annotations
@@ -58,10 +57,7 @@ GOOD, BAD = 3, 2  # runs of `linear` and of `error-handler` started through the 
 SUBSTITUTIONS = {"$__rate_interval": "1m", "$namespace": ".*", "$pipeline": ".*"}
 API_TOKEN = "metrics-live-" + "t" * 16
 # Metrics no process on main exports yet, with who will: their expressions are strict xfails.
-NOT_EXPORTED = {
-    "dirigent_runs_started_total": "created runs are counted by the triggers work (issue 14), "
-    "not merged into main yet",
-}
+NOT_EXPORTED: dict[str, str] = {}
 # Rule selectors this workload cannot make match: a firing that fails needs run creation
 # to refuse a due schedule, and an operator `error` needs the engine or apiserver to fail
 # under the operator; neither can be caused from outside without breaking the stack.
