@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from dirigent.engine.attempts import Artifact, Claimed, LogLine, Outcome, Parking
 from dirigent.engine.manifests.enums import TimeoutOutcome
 from dirigent.engine.manifests.pipeline import Pipeline, Step
 from dirigent.engine.manifests.references import Reference, StepPart, find_references
@@ -34,10 +35,8 @@ from dirigent.engine.resolving import (
 from dirigent.engine.runtime.child_runs import StepRuns
 from dirigent.engine.runtime.context import EngineContext, deadline_of, timeout_of
 from dirigent.engine.storage import FileStorage
-from dirigent.engine.store.claims import Claimed
 from dirigent.engine.store.connections import open_connection
 from dirigent.engine.store.crypto import SealError, SecretSealer
-from dirigent.engine.store.outcomes import Artifact, LogLine, Outcome, Parking
 from dirigent.engine.store.upstream import read_upstream
 from dirigent.sdk import BlockFailure, ErrorClass, NotYet, Operator, RemoteHandle, Sensor
 

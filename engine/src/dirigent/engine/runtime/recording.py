@@ -20,8 +20,8 @@ from typing import Any
 
 import structlog
 
+from dirigent.engine.attempts import LogLine, Outcome, Parking
 from dirigent.engine.storable import storable_text, storable_value, unstorable_path
-from dirigent.engine.store.outcomes import LogLine, Outcome, Parking
 from dirigent.engine.store.pool import UNSTORABLE_ERRORS, Connection, Pool, in_transaction
 from dirigent.sdk import ErrorClass
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import structlog
 
+from dirigent.engine.attempts import Claimed, Outcome, Parking
 from dirigent.engine.metrics import WorkerMetrics
 from dirigent.engine.plugins import Catalog
 from dirigent.engine.runtime import cancelling, recording
@@ -32,9 +33,7 @@ from dirigent.engine.storage import FileStorage
 from dirigent.engine.store import claims
 from dirigent.engine.store import outcomes as outcome_store
 from dirigent.engine.store import workers as workers_store
-from dirigent.engine.store.claims import Claimed
 from dirigent.engine.store.crypto import SecretSealer
-from dirigent.engine.store.outcomes import Outcome, Parking
 from dirigent.engine.store.pool import Connection, Pool, in_transaction, listen
 from dirigent.engine.store.progress import WORK_CHANNEL
 from dirigent.engine.store.runs import start_queued_run

@@ -16,11 +16,11 @@ that the statement does not claim.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 import asyncpg
+
+from dirigent.engine.attempts import Claimed
 
 CLAIM = """
 WITH polls AS (
@@ -62,39 +62,6 @@ LEFT JOIN run_items i ON i.id = c.run_item_id
 """
 
 
-@dataclass(frozen=True)
-class Claimed:
-    """One attempt this worker now holds a lease on."""
-
-    id: int
-    run_id: int
-    run_item_id: int | None
-    step: str
-    item_index: int | None
-    number: int
-    kind: str
-    block: str
-    first_started_at: datetime
-    cursor: dict[str, Any] | None
-    handle: dict[str, Any] | None
-    fetched: Any
-    wait_message: str | None
-    gone_count: int
-    due_at: datetime  # when it became claimable: available_at or next_poll_at
-    params: dict[str, Any]
-    version_id: int
-    window: tuple[datetime, datetime] | None
-    namespace: str
-    pipeline: str
-    item_value: Any
-    probe_errors: int = 0  # consecutive probe or fetch errors so far
-
-    @property
-    def probing(self) -> bool:
-        """True when this is a waiting attempt come due (a poke or a probe), not a first run."""
-        return self.handle is not None or self.cursor is not None or self.wait_message is not None
-
-
 LOAD = """
 SELECT c.*, r.params, r.version_id, r.window_start, r.window_end, r.namespace, p.name AS pipeline,
        i.value AS item_value
@@ -128,28 +95,28 @@ def _claimed(rows: list[asyncpg.Record]) -> list[Claimed]:
         )
         out.append(
             Claimed(
-                r["id"],
-                r["run_id"],
-                r["run_item_id"],
-                r["step"],
-                r["item_index"],
-                r["number"],
-                r["kind"],
-                r["block"],
-                r["first_started_at"],
-                r["cursor"],
-                r["handle"],
-                r["fetched"],
-                r["wait_message"],
-                r["gone_count"],
-                due or r["available_at"],
-                r["params"],
-                r["version_id"],
-                window,
-                r["namespace"],
-                r["pipeline"],
-                r["item_value"],
-                r["probe_errors"],
+                id=r["id"],
+                run_id=r["run_id"],
+                run_item_id=r["run_item_id"],
+                step=r["step"],
+                item_index=r["item_index"],
+                number=r["number"],
+                kind=r["kind"],
+                block=r["block"],
+                first_started_at=r["first_started_at"],
+                cursor=r["cursor"],
+                handle=r["handle"],
+                fetched=r["fetched"],
+                wait_message=r["wait_message"],
+                gone_count=r["gone_count"],
+                due_at=due or r["available_at"],
+                params=r["params"],
+                version_id=r["version_id"],
+                window=window,
+                namespace=r["namespace"],
+                pipeline=r["pipeline"],
+                item_value=r["item_value"],
+                probe_errors=r["probe_errors"],
             )
         )
     return out

@@ -10,53 +10,19 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
 
+from dirigent.engine.attempts import Claimed, LogLine, Outcome, Parking
 from dirigent.engine.manifests.enums import ConcurrencyPolicy
 from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.progression import fan_out_outcome
-from dirigent.engine.store.claims import Claimed
 from dirigent.engine.store.progress import advance_runs, notify_work
 from dirigent.engine.store.runs import start_queued_run
 from dirigent.engine.store.versions import VersionCache
-
-
-@dataclass
-class LogLine:
-    level: str
-    message: str
-    fields: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Artifact:
-    name: str
-    content_type: str
-    size: int
-    digest: str
-    inline: Any = None
-    uri: str | None = None
-
-
-@dataclass
-class Outcome:
-    """What a worker reports for an attempt it held."""
-
-    attempt: Claimed
-    worker_id: str
-    status: str  # succeeded | failed | skipped
-    input: Any = None
-    output: Any = None
-    artifact: Artifact | None = None
-    error_class: str | None = None
-    error_code: str | None = None
-    error_message: str | None = None
-    error_params: dict[str, Any] | None = None
-    logs: list[LogLine] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -88,22 +54,6 @@ async def record_fetched(
         value,
     )
     return status.endswith(" 1")
-
-
-@dataclass
-class Parking:
-    """A running attempt going back to waiting: a sensor's NotYet, a remote job still running."""
-
-    attempt: Claimed
-    next_poll: timedelta
-    handle: dict[str, Any] | None = None
-    cursor: dict[str, Any] | None = None
-    message: str | None = None
-    progress: float | None = None
-    gone_count: int = 0
-    probe_errors: int = 0
-    input: Any = None
-    logs: list[LogLine] = field(default_factory=list)
 
 
 async def park_many(conn: asyncpg.Connection, worker_id: str, parkings: list[Parking]) -> set[int]:
