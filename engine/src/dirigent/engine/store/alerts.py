@@ -23,6 +23,8 @@ import asyncpg
 
 from dirigent.engine.manifests.enums import AlertEvent, Importance
 from dirigent.engine.manifests.pipeline import Alert, Pipeline
+from dirigent.engine.store.logs import log_run
+from dirigent.engine.store.pool import affected
 from dirigent.engine.templates import (
     BODY_MAX,
     DEFAULT_BODY,
@@ -51,13 +53,7 @@ def report_path(namespace: str, run_id: int) -> str:
 async def _log(
     conn: asyncpg.Connection, run_id: int, level: str, message: str, **fields: Any
 ) -> None:
-    await conn.execute(
-        "INSERT INTO log_entries (run_id, level, message, fields) VALUES ($1, $2, $3, $4)",
-        run_id,
-        level,
-        message,
-        fields,
-    )
+    await log_run(conn, run_id, level, message, fields)
 
 
 def _iso(value: dt.datetime | None) -> str | None:
@@ -317,7 +313,7 @@ async def delivered(conn: asyncpg.Connection, n: Claimed, owner: str) -> bool:
         n.id,
         owner,
     )
-    if not status.endswith(" 1"):
+    if affected(status) != 1:
         return False
     await _log(
         conn,
@@ -344,7 +340,7 @@ async def failed(
         retry_in,
         error[:2000],
     )
-    if not status.endswith(" 1"):
+    if affected(status) != 1:
         return False
     if retry_in is not None:
         message = (

@@ -18,6 +18,7 @@ from dirigent.engine.manifests.connection import Connection
 from dirigent.engine.manifests.export import digest as manifest_digest
 from dirigent.engine.store.crypto import SecretSealer
 from dirigent.engine.store.definitions import ApplyAction
+from dirigent.engine.store.pool import affected
 
 
 def connection_digest(manifest: Connection, secret_values: Mapping[str, str]) -> str:
@@ -96,4 +97,4 @@ async def delete_connection(conn: asyncpg.Connection, namespace: str, name: str)
     status: str = await conn.execute(
         "DELETE FROM connections WHERE namespace = $1 AND name = $2", namespace, name
     )
-    return status.endswith(" 1")
+    return affected(status) == 1

@@ -16,6 +16,7 @@ import asyncpg
 from dirigent.engine.manifests.export import canonical_dict, digest
 from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.problems import ProblemsError, problem
+from dirigent.engine.store.pool import affected
 
 
 class ApplyAction(enum.StrEnum):
@@ -181,7 +182,7 @@ async def set_active(conn: asyncpg.Connection, namespace: str, name: str, active
         name,
         active,
     )
-    return status.endswith(" 1")
+    return affected(status) == 1
 
 
 async def delete_pipeline(conn: asyncpg.Connection, namespace: str, name: str) -> bool:

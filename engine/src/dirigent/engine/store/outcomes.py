@@ -20,6 +20,10 @@ from dirigent.engine.attempts import Claimed, LogLine, Outcome, Parking
 from dirigent.engine.manifests.enums import ConcurrencyPolicy
 from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.progression import fan_out_outcome
+from dirigent.engine.statuses import WorkStatus
+from dirigent.engine.store.logs import INSERT_LOGS, LogRow, log_values, write_logs
+from dirigent.engine.store.named import named
+from dirigent.engine.store.pool import affected
 from dirigent.engine.store.progress import advance_runs, notify_work
 from dirigent.engine.store.runs import start_queued_run
 from dirigent.engine.store.versions import VersionCache
@@ -53,7 +57,7 @@ async def record_fetched(
         worker_id,
         value,
     )
-    return status.endswith(" 1")
+    return affected(status) == 1
 
 
 async def park_many(conn: asyncpg.Connection, worker_id: str, parkings: list[Parking]) -> set[int]:
@@ -65,42 +69,38 @@ async def park_many(conn: asyncpg.Connection, worker_id: str, parkings: list[Par
     """
     if not parkings:
         return set()
-    logs = [(p.attempt, ln) for p in parkings for ln in p.logs]
-    rows = await conn.fetch(
-        """
+    logs = [LogRow.of(p.attempt, ln) for p in parkings for ln in p.logs]
+    sql, args = named(
+        f"""
         WITH u AS (
             UPDATE step_attempts a
-            SET status = 'waiting', next_poll_at = now() + p.poll, lease_owner = NULL,
+            SET status = '{WorkStatus.WAITING}', next_poll_at = now() + p.poll, lease_owner = NULL,
                 lease_expires_at = NULL, handle = COALESCE(p.handle::jsonb, a.handle),
                 cursor = COALESCE(p.cursor::jsonb, a.cursor), wait_message = p.msg, wait_progress = p.prog,
                 gone_count = p.gone, input = COALESCE(p.input::jsonb, a.input), probe_errors = p.errs
-            FROM unnest($1::bigint[], $2::interval[], $3::text[], $4::text[], $5::text[],
-                        $6::float8[], $7::int[], $8::text[], $17::int[])
+            FROM unnest(:ids::bigint[], :polls::interval[], :handles::text[], :cursors::text[],
+                        :messages::text[], :progress::float8[], :gone::int[], :inputs::text[],
+                        :probe_errors::int[])
                  AS p(id, poll, handle, cursor, msg, prog, gone, input, errs)
-            WHERE a.id = p.id AND a.lease_owner = $9 AND a.status = 'running'
+            WHERE a.id = p.id AND a.lease_owner = :worker_id AND a.status = '{WorkStatus.RUNNING}'
             RETURNING a.id
         ),
-        logs AS (
-            INSERT INTO log_entries (run_id, attempt_id, run_item_id, step, level, message, fields)
-            SELECT r, a, i, s, l, m, f::jsonb
-            FROM unnest($10::bigint[], $11::bigint[], $12::bigint[], $13::text[], $14::text[],
-                        $15::text[], $16::text[]) AS t(r, a, i, s, l, m, f)
-            WHERE t.a IN (SELECT id FROM u)
-        )
+        logs AS ({INSERT_LOGS} WHERE line.attempt_id IN (SELECT id FROM u))
         SELECT id FROM u
         """,
-        [p.attempt.id for p in parkings],
-        [p.next_poll for p in parkings],
-        [_json(p.handle) for p in parkings],
-        [_json(p.cursor) for p in parkings],
-        [p.message for p in parkings],
-        [p.progress for p in parkings],
-        [p.gone_count for p in parkings],
-        [_json(p.input) for p in parkings],
-        worker_id,
-        *_log_columns(logs),
-        [p.probe_errors for p in parkings],
+        ids=[p.attempt.id for p in parkings],
+        polls=[p.next_poll for p in parkings],
+        handles=[_json(p.handle) for p in parkings],
+        cursors=[_json(p.cursor) for p in parkings],
+        messages=[p.message for p in parkings],
+        progress=[p.progress for p in parkings],
+        gone=[p.gone_count for p in parkings],
+        inputs=[_json(p.input) for p in parkings],
+        probe_errors=[p.probe_errors for p in parkings],
+        worker_id=worker_id,
+        **log_values(logs),
     )
+    rows = await conn.fetch(sql, *args)
     parked = {r["id"] for r in rows}
     orphans = [p for p in parkings if p.attempt.id not in parked and p.handle is not None]
     if orphans:
@@ -118,19 +118,6 @@ async def park_many(conn: asyncpg.Connection, worker_id: str, parkings: list[Par
     return parked
 
 
-def _log_columns(logs: list[tuple[Claimed, LogLine]]) -> list[list[Any]]:
-    """Log lines as the seven unnest() columns every batched log insert takes."""
-    return [
-        [c.run_id for c, _ in logs],
-        [c.id for c, _ in logs],
-        [c.run_item_id for c, _ in logs],
-        [c.step for c, _ in logs],
-        [ln.level for _, ln in logs],
-        [ln.message for _, ln in logs],
-        [json.dumps(ln.fields) for _, ln in logs],
-    ]
-
-
 def _will_retry(o: Outcome, pipeline: Pipeline) -> bool:
     """A failure the retry policy answers with another attempt (a manual attempt never is)."""
     a = o.attempt
@@ -144,18 +131,6 @@ def _will_retry(o: Outcome, pipeline: Pipeline) -> bool:
 
 def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
-
-
-async def _write_log_batch(conn: asyncpg.Connection, rows: list[tuple[Claimed, LogLine]]) -> None:
-    if not rows:
-        return
-    await conn.execute(
-        """INSERT INTO log_entries (run_id, attempt_id, run_item_id, step, level, message, fields)
-           SELECT r, a, i, s, l, m, f::jsonb
-           FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[])
-                AS t(r, a, i, s, l, m, f)""",
-        *_log_columns(rows),
-    )
 
 
 async def lock_batch(
@@ -266,69 +241,67 @@ async def _record(
     Everything but the attempt update is filtered by the attempts it actually updated, so
     an attempt that is no longer ours writes nothing. Returns the ids recorded.
     """
-    logs = [(o.attempt, ln) for o in outcomes for ln in o.logs]
+    logs = [LogRow.of(o.attempt, ln) for o in outcomes for ln in o.logs]
     arts = [(o.attempt, o.artifact) for o in outcomes if o.artifact is not None]
     items = [
         o for o in outcomes if o.attempt.run_item_id is not None and o.attempt.id not in retrying
     ]
-    rows = await conn.fetch(
-        """
+    sql, args = named(
+        f"""
         WITH u AS (
             UPDATE step_attempts a
             SET status = u.status, input = COALESCE(u.input::jsonb, a.input), output = u.output::jsonb,
                 error_class = u.error_class, error_code = u.error_code, error_message = u.error_message,
                 error_params = u.error_params::jsonb, finished_at = now(), lease_owner = NULL,
                 lease_expires_at = NULL
-            FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                        $7::text[], $8::text[]) AS u(id, status, input, output, error_class, error_code,
-                                                      error_message, error_params)
-            WHERE a.id = u.id AND a.lease_owner = $9 AND a.status = 'running'
+            FROM unnest(:ids::bigint[], :statuses::text[], :inputs::text[], :outputs::text[],
+                        :error_classes::text[], :error_codes::text[], :error_messages::text[],
+                        :error_params::text[])
+                 AS u(id, status, input, output, error_class, error_code, error_message, error_params)
+            WHERE a.id = u.id AND a.lease_owner = :worker_id AND a.status = '{WorkStatus.RUNNING}'
             RETURNING a.id
         ),
         arts AS (
             INSERT INTO artifact_refs (run_id, attempt_id, name, content_type, size, digest, inline, uri)
             SELECT r, a, n, c, z, d, i::jsonb, uri
-            FROM unnest($10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::bigint[],
-                        $15::text[], $16::text[], $17::text[]) AS t(r, a, n, c, z, d, i, uri)
+            FROM unnest(:art_run_ids::bigint[], :art_attempt_ids::bigint[], :art_names::text[],
+                        :art_types::text[], :art_sizes::bigint[], :art_digests::text[],
+                        :art_inline::text[], :art_uris::text[]) AS t(r, a, n, c, z, d, i, uri)
             WHERE t.a IN (SELECT id FROM u)
         ),
-        logs AS (
-            INSERT INTO log_entries (run_id, attempt_id, run_item_id, step, level, message, fields)
-            SELECT r, a, i, s, l, m, f::jsonb
-            FROM unnest($18::bigint[], $19::bigint[], $20::bigint[], $21::text[], $22::text[],
-                        $23::text[], $24::text[]) AS t(r, a, i, s, l, m, f)
-            WHERE t.a IN (SELECT id FROM u)
-        ),
+        logs AS ({INSERT_LOGS} WHERE line.attempt_id IN (SELECT id FROM u)),
         items AS (
             UPDATE run_items i SET status = t.status, finished_at = now(), error_message = t.error
-            FROM unnest($25::bigint[], $26::bigint[], $27::text[], $28::text[]) AS t(id, a, status, error)
+            FROM unnest(:item_ids::bigint[], :item_attempt_ids::bigint[], :item_statuses::text[],
+                        :item_errors::text[]) AS t(id, a, status, error)
             WHERE i.id = t.id AND t.a IN (SELECT id FROM u)
         )
         SELECT id FROM u
         """,
-        [o.attempt.id for o in outcomes],
-        [o.status for o in outcomes],
-        [_json(o.input) for o in outcomes],
-        [_json(o.output) for o in outcomes],
-        [o.error_class for o in outcomes],
-        [o.error_code for o in outcomes],
-        [o.error_message for o in outcomes],
-        [_json(o.error_params) for o in outcomes],
-        worker_id,
-        [c.run_id for c, _ in arts],
-        [c.id for c, _ in arts],
-        [x.name for _, x in arts],
-        [x.content_type for _, x in arts],
-        [x.size for _, x in arts],
-        [x.digest for _, x in arts],
-        [_json(x.inline) if x.uri is None else None for _, x in arts],
-        [x.uri for _, x in arts],
-        *_log_columns(logs),
-        [o.attempt.run_item_id for o in items],
-        [o.attempt.id for o in items],
-        [o.status for o in items],
-        [o.error_message for o in items],
+        ids=[o.attempt.id for o in outcomes],
+        statuses=[o.status for o in outcomes],
+        inputs=[_json(o.input) for o in outcomes],
+        outputs=[_json(o.output) for o in outcomes],
+        error_classes=[o.error_class for o in outcomes],
+        error_codes=[o.error_code for o in outcomes],
+        error_messages=[o.error_message for o in outcomes],
+        error_params=[_json(o.error_params) for o in outcomes],
+        worker_id=worker_id,
+        art_run_ids=[c.run_id for c, _ in arts],
+        art_attempt_ids=[c.id for c, _ in arts],
+        art_names=[x.name for _, x in arts],
+        art_types=[x.content_type for _, x in arts],
+        art_sizes=[x.size for _, x in arts],
+        art_digests=[x.digest for _, x in arts],
+        art_inline=[_json(x.inline) if x.uri is None else None for _, x in arts],
+        art_uris=[x.uri for _, x in arts],
+        item_ids=[o.attempt.run_item_id for o in items],
+        item_attempt_ids=[o.attempt.id for o in items],
+        item_statuses=[o.status for o in items],
+        item_errors=[o.error_message for o in items],
+        **log_values(logs),
     )
+    rows = await conn.fetch(sql, *args)
     return {r["id"] for r in rows}
 
 
@@ -367,7 +340,7 @@ async def _queue_retries(
     )
     due = {(r["run_id"], r["step"], r["item_index"]): r["available_at"] for r in rows}
     logs = [
-        (
+        LogRow.of(
             a,
             LogLine(
                 "warning",
@@ -377,7 +350,7 @@ async def _queue_retries(
         )
         for (a, _), d in zip(retries, delays, strict=True)
     ]
-    await _write_log_batch(conn, logs)
+    await write_logs(conn, logs)
     if any(d <= timedelta(0) for d in delays):
         await notify_work(conn)
     return {a.id: due[(a.run_id, a.step, a.item_index)] for a, _ in retries}

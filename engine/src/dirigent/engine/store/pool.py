@@ -31,6 +31,11 @@ DATABASE_ERRORS: tuple[type[Exception], ...] = (
 )
 
 
+def affected(status: str) -> int:
+    """The row count of a command's status tag (``UPDATE 3`` gives 3, ``INSERT 0 1`` gives 1)."""
+    return int(status.rsplit(" ", 1)[-1])
+
+
 def asyncpg_dsn(url: str) -> str:
     """A SQLAlchemy URL (postgresql+asyncpg://...) as a plain libpq DSN."""
     for prefix in ("postgresql+asyncpg://", "postgresql+psycopg://", "postgres://"):

@@ -9,7 +9,6 @@ workers finishing at once would otherwise meet).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import asyncpg
@@ -18,6 +17,7 @@ from dirigent.engine.manifests import dag
 from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.progression import Advance, StepState, advance, failed_step, run_outcome
 from dirigent.engine.store import alerts
+from dirigent.engine.store.logs import LogRow, write_logs
 
 WORK_CHANNEL = "dirigent_work"
 
@@ -237,13 +237,17 @@ async def settle_runs(
         [f for _, _, f, _ in rows],
         [e for _, _, _, e in rows],
     )
-    await conn.execute(
-        """INSERT INTO log_entries (run_id, level, message, fields)
-           SELECT r, l, m, f::jsonb FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) AS t(r, l, m, f)""",
-        [r for r, _, _, _ in rows],
-        ["error" if s == "failed" else "info" for _, s, _, _ in rows],
-        [f"run {s}" for _, s, _, _ in rows],
-        [json.dumps({"status": s, **({"failed_step": f} if f else {})}) for _, s, f, _ in rows],
+    await write_logs(
+        conn,
+        [
+            LogRow(
+                run_id,
+                "error" if status == "failed" else "info",
+                f"run {status}",
+                {"status": status, **({"failed_step": step} if step else {})},
+            )
+            for run_id, status, step, _ in rows
+        ],
     )
     for run_id, pipeline, _, status in settling:
         await alerts.on_settled(conn, run_id, pipeline, status)

@@ -23,6 +23,7 @@ from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.manifests.schedule import Schedule, ScheduleSpec
 from dirigent.engine.problems import Problem, ProblemsError, problem
 from dirigent.engine.store.definitions import ApplyAction
+from dirigent.engine.store.pool import affected
 from dirigent.engine.store.runs import RunCreated, RunRequest
 from dirigent.engine.store.versions import VersionCache
 from dirigent.engine.validation.triggers import check_schedule_against
@@ -163,7 +164,7 @@ async def delete_schedule(conn: asyncpg.Connection, namespace: str, name: str) -
     status: str = await conn.execute(
         "DELETE FROM schedules WHERE namespace = $1 AND name = $2", namespace, name
     )
-    return status.endswith(" 1")
+    return affected(status) == 1
 
 
 async def due(conn: asyncpg.Connection, now: dt.datetime, limit: int) -> list[int]:

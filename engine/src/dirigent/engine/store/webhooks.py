@@ -20,6 +20,7 @@ from dirigent.engine.manifests.webhook import Webhook, WebhookSpec
 from dirigent.engine.problems import Problem, ProblemsError, problem
 from dirigent.engine.store.crypto import SecretSealer
 from dirigent.engine.store.definitions import ApplyAction
+from dirigent.engine.store.pool import affected
 from dirigent.engine.store.runs import RunRequest
 from dirigent.engine.store.schedules import CreateRun, check_target, spec_digest
 from dirigent.engine.store.versions import VersionCache
@@ -153,7 +154,7 @@ async def delete_webhook(conn: asyncpg.Connection, namespace: str, name: str) ->
     status: str = await conn.execute(
         "DELETE FROM webhooks WHERE namespace = $1 AND name = $2", namespace, name
     )
-    return status.endswith(" 1")
+    return affected(status) == 1
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,18 @@ from typing import Any
 
 import asyncpg
 
+from dirigent.engine.statuses import WorkStatus
+from dirigent.engine.store.logs import LogRow, write_logs
+from dirigent.engine.store.named import named
+from dirigent.engine.store.pool import affected
 from dirigent.engine.store.progress import notify_work
+
+# Give a held attempt back, as recovery does: to waiting when it holds a handle or a cursor
+# (probing goes on; nothing is submitted twice), to the queue otherwise; due after ``:delay``.
+GIVE_BACK = f"""status = CASE WHEN handle IS NOT NULL OR cursor IS NOT NULL
+                   THEN '{WorkStatus.WAITING}' ELSE '{WorkStatus.QUEUED}' END,
+    available_at = now() + :delay::interval, next_poll_at = now() + :delay::interval,
+    lease_owner = NULL, lease_expires_at = NULL"""
 
 
 async def register(
@@ -62,31 +73,39 @@ async def release_unrunnable(
     handle or cursor) and falls due after ``delay``, so the releasing worker does not take
     it straight back.
     """
-    row = await conn.fetchrow(
-        """WITH able AS (
-               SELECT 1 FROM workers WHERE id <> $2 AND status = 'active'
-                 AND last_seen_at > now() - $4::interval AND blocks ? $3 LIMIT 1
-           ),
-           r AS (
-               UPDATE step_attempts
-               SET status = CASE WHEN handle IS NOT NULL OR cursor IS NOT NULL THEN 'waiting' ELSE 'queued' END,
-                   available_at = now() + $6::interval, next_poll_at = now() + $6::interval,
-                   lease_owner = NULL, lease_expires_at = NULL
-               WHERE id = $1 AND lease_owner = $2 AND status = 'running'
-                 AND (EXISTS (SELECT 1 FROM able) OR first_started_at > now() - $5::interval)
-               RETURNING run_id, run_item_id, step
+    sql, args = named(
+        f"""WITH able AS (
+               SELECT 1 FROM workers WHERE id <> :worker_id AND status = 'active'
+                 AND last_seen_at > now() - :live_within::interval AND blocks ? :block LIMIT 1
            )
-           INSERT INTO log_entries (run_id, attempt_id, run_item_id, step, level, message, fields)
-           SELECT run_id, $1, run_item_id, step, 'warning', $7, jsonb_build_object('worker', $2::text)
-           FROM r RETURNING 1""",
-        attempt_id,
-        worker_id,
-        block,
-        live_within,
-        grace,
-        delay,
-        f"released by worker {worker_id}: {reason}",
+           UPDATE step_attempts SET {GIVE_BACK}
+           WHERE id = :attempt_id AND lease_owner = :worker_id AND status = '{WorkStatus.RUNNING}'
+             AND (EXISTS (SELECT 1 FROM able) OR first_started_at > now() - :grace::interval)
+           RETURNING run_id, run_item_id, step""",
+        attempt_id=attempt_id,
+        worker_id=worker_id,
+        block=block,
+        live_within=live_within,
+        grace=grace,
+        delay=delay,
     )
+    row = await conn.fetchrow(sql, *args)
+    if row is not None:
+        message = f"released by worker {worker_id}: {reason}"
+        await write_logs(
+            conn,
+            [
+                LogRow(
+                    row["run_id"],
+                    "warning",
+                    message,
+                    {"worker": worker_id},
+                    step=row["step"],
+                    attempt_id=attempt_id,
+                    run_item_id=row["run_item_id"],
+                )
+            ],
+        )
     if row is not None:
         await notify_work(conn)
     return row is not None
@@ -104,14 +123,13 @@ async def stopped(conn: asyncpg.Connection, worker_id: str) -> None:
 
 async def hand_back(conn: asyncpg.Connection, worker_id: str) -> int:
     """Give every lease this worker holds back, as recovery would, without waiting for expiry."""
-    status: str = await conn.execute(
-        """UPDATE step_attempts
-           SET status = CASE WHEN handle IS NOT NULL OR cursor IS NOT NULL THEN 'waiting' ELSE 'queued' END,
-               available_at = now(), next_poll_at = now(), lease_owner = NULL, lease_expires_at = NULL
-           WHERE lease_owner = $1 AND status = 'running'""",
-        worker_id,
+    sql, args = named(
+        f"""UPDATE step_attempts SET {GIVE_BACK}
+           WHERE lease_owner = :worker_id AND status = '{WorkStatus.RUNNING}'""",
+        worker_id=worker_id,
+        delay=timedelta(0),
     )
-    count = int(status.split()[-1])
+    count = affected(await conn.execute(sql, *args))
     if count:
         await notify_work(conn)
     return count
@@ -159,32 +177,35 @@ async def recover_expired(
     Each recovery is counted on the attempt; one past ``max_recoveries`` is left to
     ``take_exhausted``.
     """
-    rows = await conn.fetch(
-        """
+    sql, args = named(
+        f"""
         WITH expired AS (
             SELECT id FROM step_attempts
-            WHERE status = 'running' AND lease_expires_at < now() AND recoveries + 1 < $2
-            ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
+            WHERE status = '{WorkStatus.RUNNING}' AND lease_expires_at < now()
+              AND recoveries + 1 < :max_recoveries
+            ORDER BY lease_expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
         )
-        UPDATE step_attempts a
-        SET status = CASE WHEN a.handle IS NOT NULL OR a.cursor IS NOT NULL THEN 'waiting' ELSE 'queued' END,
-            available_at = now(), next_poll_at = now(), lease_owner = NULL, lease_expires_at = NULL,
-            recoveries = a.recoveries + 1
+        UPDATE step_attempts a SET {GIVE_BACK}, recoveries = a.recoveries + 1
         FROM expired WHERE a.id = expired.id
         RETURNING a.id, a.run_id, a.step, a.status
         """,
-        limit,
-        max_recoveries,
+        limit=limit,
+        max_recoveries=max_recoveries,
+        delay=timedelta(0),
     )
+    rows = await conn.fetch(sql, *args)
     if rows:
-        await conn.executemany(
-            """INSERT INTO log_entries (run_id, attempt_id, step, level, message, fields)
-               VALUES ($1, $2, $3, 'warning', $4, '{}'::jsonb)""",
-            [
-                (r["run_id"], r["id"], r["step"], f"lease expired; recovered to {r['status']}")
-                for r in rows
-            ],
-        )
+        lines = [
+            LogRow(
+                r["run_id"],
+                "warning",
+                f"lease expired; recovered to {r['status']}",
+                step=r["step"],
+                attempt_id=r["id"],
+            )
+            for r in rows
+        ]
+        await write_logs(conn, lines)
         await notify_work(conn)
     return [dict(r) for r in rows]
 
@@ -194,7 +215,7 @@ async def mark_gone(conn: asyncpg.Connection, stale: timedelta) -> int:
         "UPDATE workers SET status = 'gone' WHERE status = 'active' AND last_seen_at < now() - $1::interval",
         stale,
     )
-    return int(status.split()[-1])
+    return affected(status)
 
 
 async def stalled_queued_pipelines(conn: asyncpg.Connection) -> list[int]:
@@ -218,12 +239,13 @@ async def detect_stuck(conn: asyncpg.Connection, stuck_for: timedelta) -> list[i
         """,
         stuck_for,
     )
-    if rows:
-        await conn.executemany(
-            """INSERT INTO log_entries (run_id, level, message, fields)
-               VALUES ($1, 'warning', $2, $3::jsonb)""",
-            [(r["id"], f"run stuck: no progress for {stuck_for}", '{"stuck": true}') for r in rows],
-        )
+    await write_logs(
+        conn,
+        [
+            LogRow(r["id"], "warning", f"run stuck: no progress for {stuck_for}", {"stuck": True})
+            for r in rows
+        ],
+    )
     return [r["id"] for r in rows]
 
 
@@ -258,4 +280,4 @@ async def prune_logs(conn: asyncpg.Connection, older_than: timedelta, *, batch: 
         older_than,
         batch,
     )
-    return int(status.split()[-1])
+    return affected(status)
