@@ -24,9 +24,11 @@ from dirigent.engine.statuses import WorkStatus
 from dirigent.engine.store.logs import INSERT_LOGS, LogRow, log_values, write_logs
 from dirigent.engine.store.named import named
 from dirigent.engine.store.pool import affected
-from dirigent.engine.store.progress import advance_runs, notify_work
-from dirigent.engine.store.runs import start_queued_run
+from dirigent.engine.store.progress import advance_runs, next_attempts, notify_work
+from dirigent.engine.store.runs import cancel_open_work, start_queued_run
 from dirigent.engine.store.versions import VersionCache
+
+FAIL_FAST_REASON = "another item failed (onItemFailure: FailFast)"
 
 
 @dataclass(frozen=True)
@@ -317,26 +319,14 @@ async def _queue_retries(
     """
     if not retries:
         return {}
+    retries = sorted(retries, key=lambda r: r[0].id)  # fairness follows the attempts' order
     delays = [backoff_delay(p, a.step, a.number) for a, p in retries]
-    rows = await conn.fetch(
-        """
-        WITH t AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::interval[]) AS t(run_id, id, delay)),
-        n AS (SELECT run_id, count(*) AS n FROM t GROUP BY run_id),
-        seq AS (
-            UPDATE runs r SET queued_seq = r.queued_seq + n.n FROM n WHERE r.id = n.run_id
-            RETURNING r.id, r.queued_seq - n.n AS base
-        ),
-        ord AS (SELECT t.*, row_number() OVER (PARTITION BY t.run_id ORDER BY t.id) AS rn FROM t)
-        INSERT INTO step_attempts (run_id, run_item_id, step, item_index, number, kind, status, priority,
-                                   requires_workers, block, available_at, fair_seq)
-        SELECT a.run_id, a.run_item_id, a.step, a.item_index, a.number + 1, 'automatic', 'queued', a.priority,
-               a.requires_workers, a.block, now() + ord.delay, seq.base + ord.rn
-        FROM ord JOIN step_attempts a ON a.id = ord.id JOIN seq ON seq.id = ord.run_id
-        RETURNING run_id, step, item_index, available_at
-        """,
-        [a.run_id for a, _ in retries],
+    rows = await next_attempts(
+        conn,
         [a.id for a, _ in retries],
-        delays,
+        kind="automatic",
+        status=WorkStatus.QUEUED,
+        delays=delays,
     )
     due = {(r["run_id"], r["step"], r["item_index"]): r["available_at"] for r in rows}
     logs = [
@@ -401,7 +391,7 @@ async def _count_items(
             row["items_cancelled"],
         )
         if status == "failed":
-            await _cancel_open_items(conn, run_id, step_name)
+            await cancel_open_work(conn, run_id, FAIL_FAST_REASON, step=step_name)
         if status is not None:
             terminal[(run_id, step_name)] = (status, with_errors)
     return terminal
@@ -444,33 +434,3 @@ async def _advance(
         if pipeline.spec.concurrency is ConcurrencyPolicy.QUEUE:
             await start_queued_run(conn, locked[run_id]["pipeline_id"], versions)
     return settled
-
-
-async def _cancel_open_items(conn: asyncpg.Connection, run_id: int, step: str) -> None:
-    """FailFast: the other items of a failed fan-out stop (a worker holding one discards it).
-
-    The cancelled items are counted, so a manual retry that reopens them finds the counters
-    equal to the rows; an attempt holding a remote handle joins the cancel outbox.
-    """
-    await conn.execute(
-        """WITH l AS (SELECT id FROM step_attempts
-                      WHERE run_id = $1 AND step = $2 AND status IN ('pending', 'queued', 'waiting', 'running')
-                      ORDER BY id FOR NO KEY UPDATE)
-           UPDATE step_attempts a SET status = 'cancelled', finished_at = now(), lease_owner = NULL,
-                  lease_expires_at = NULL, error_message = 'another item failed (onItemFailure: FailFast)'
-           FROM l WHERE a.id = l.id""",
-        run_id,
-        step,
-    )
-    await conn.execute(
-        """WITH c AS (
-               UPDATE run_items SET status = 'cancelled', finished_at = now()
-               WHERE run_id = $1 AND step = $2
-                 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')
-               RETURNING 1
-           )
-           UPDATE run_steps SET items_cancelled = items_cancelled + (SELECT count(*) FROM c)
-           WHERE run_id = $1 AND step = $2""",
-        run_id,
-        step,
-    )

@@ -10,14 +10,17 @@ workers finishing at once would otherwise meet).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 import asyncpg
 
 from dirigent.engine.manifests import dag
 from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.progression import Advance, StepState, advance, failed_step, run_outcome
+from dirigent.engine.statuses import WorkStatus
 from dirigent.engine.store import alerts
 from dirigent.engine.store.logs import LogRow, write_logs
+from dirigent.engine.store.named import named
 
 WORK_CHANNEL = "dirigent_work"
 
@@ -76,6 +79,60 @@ def plan(pipeline: Pipeline, states: dict[str, StepState], items: dict[str, int 
         out.ready += [n for n in step.ready if n not in empty]
         if not empty:
             return out
+
+
+async def next_attempts(
+    conn: asyncpg.Connection,
+    previous: list[int],
+    *,
+    kind: str,
+    status: WorkStatus,
+    delays: list[timedelta] | None = None,
+    idempotency_key: str | None = None,
+) -> list[asyncpg.Record]:
+    """Each of the ``previous`` attempts gets its successor (number + 1), one statement.
+
+    The successor copies what the claim needs from the attempt it follows (item, block,
+    priority, worker tags). Queued, it is due after its delay (``delays``, one per attempt; 0
+    when not given) and numbered for fairness after its run's earlier work in the order given
+    (each run's counter moves past all of them at once); pending, it is neither: a step that
+    starts queues it (``queue_steps_many``). Returns the new attempts' id, run_id, step,
+    item_index and available_at. Automatic retry, manual retry and a reopened downstream step
+    all create the next attempt here.
+    """
+    queued = status is WorkStatus.QUEUED
+    due = delays if delays is not None else [timedelta(0) if queued else None] * len(previous)
+    sql, args = named(
+        """
+        WITH prev AS (
+            SELECT p.id, p.delay, p.ord, a.run_id
+            FROM unnest(:ids::bigint[], :delays::interval[]) WITH ORDINALITY AS p(id, delay, ord)
+            JOIN step_attempts a ON a.id = p.id
+        ),
+        n AS (SELECT run_id, count(*) AS n FROM prev GROUP BY run_id),
+        seq AS (
+            UPDATE runs r SET queued_seq = r.queued_seq + n.n FROM n WHERE r.id = n.run_id AND :fair
+            RETURNING r.id, r.queued_seq - n.n AS base
+        ),
+        ord AS (SELECT prev.*, row_number() OVER (PARTITION BY prev.run_id ORDER BY prev.ord) AS rn
+                FROM prev)
+        INSERT INTO step_attempts (run_id, run_item_id, step, item_index, number, kind, status, priority,
+                                   requires_workers, block, available_at, fair_seq, idempotency_key)
+        SELECT a.run_id, a.run_item_id, a.step, a.item_index, a.number + 1, :kind, :status, a.priority,
+               a.requires_workers, a.block, now() + ord.delay, COALESCE(seq.base + ord.rn, 0),
+               :idempotency_key
+        FROM ord JOIN step_attempts a ON a.id = ord.id LEFT JOIN seq ON seq.id = ord.run_id
+        ORDER BY ord.ord
+        RETURNING id, run_id, step, item_index, available_at
+        """,
+        ids=previous,
+        delays=due,
+        fair=queued,
+        kind=kind,
+        status=str(status),
+        idempotency_key=idempotency_key,
+    )
+    return list(await conn.fetch(sql, *args))
 
 
 async def queue_steps(conn: asyncpg.Connection, run_id: int, steps: list[str]) -> int:

@@ -10,7 +10,6 @@ return the same attempts; the same key for another step of the run is refused.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import asyncpg
@@ -21,7 +20,7 @@ from dirigent.engine.problems import ProblemsError, problem
 from dirigent.engine.statuses import RunStatus, WorkStatus
 from dirigent.engine.store.logs import log_run
 from dirigent.engine.store.named import named
-from dirigent.engine.store.progress import notify_work
+from dirigent.engine.store.progress import next_attempts, notify_work
 from dirigent.engine.store.versions import VersionCache
 
 
@@ -147,7 +146,7 @@ async def _queue_manual_attempts(
     the failure cancelled before they ran).
     """
     targets = await conn.fetch(
-        f"""SELECT DISTINCT ON (item_index) item_index, run_item_id, number, block, priority, requires_workers
+        f"""SELECT DISTINCT ON (item_index) id
            FROM step_attempts WHERE run_id = $1 AND step = $2
              AND ($3 = false OR run_item_id IN (SELECT id FROM run_items WHERE run_id = $1 AND step = $2
                                                 AND status IN ('{WorkStatus.FAILED}', '{WorkStatus.CANCELLED}')))
@@ -156,34 +155,14 @@ async def _queue_manual_attempts(
         step,
         fan_out,
     )
-    seq = await conn.fetchval(
-        "UPDATE runs SET queued_seq = queued_seq + $2 WHERE id = $1 RETURNING queued_seq - $2",
-        run_id,
-        len(targets),
-    )
-    sql, args = named(
-        f"""INSERT INTO step_attempts (run_id, run_item_id, step, item_index, number, kind, status,
-                                      priority, requires_workers, block, available_at, fair_seq,
-                                      idempotency_key)
-           SELECT :run_id, t.item, :step, t.idx, t.num + 1, 'manual', '{WorkStatus.QUEUED}', t.prio,
-                  t.req::jsonb, t.block, now(), :seq + t.ord, :idempotency_key
-           FROM unnest(:items::bigint[], :indexes::int[], :numbers::int[], :priorities::smallint[],
-                       :requires::text[], :blocks::text[])
-                WITH ORDINALITY AS t(item, idx, num, prio, req, block, ord)
-           RETURNING id""",
-        run_id=run_id,
-        step=step,
-        seq=seq,
+    created = await next_attempts(
+        conn,
+        [t["id"] for t in targets],
+        kind="manual",
+        status=WorkStatus.QUEUED,
         idempotency_key=idempotency_key,
-        items=[t["run_item_id"] for t in targets],
-        indexes=[t["item_index"] for t in targets],
-        numbers=[t["number"] for t in targets],
-        priorities=[t["priority"] for t in targets],
-        requires=[json.dumps(t["requires_workers"]) for t in targets],
-        blocks=[t["block"] for t in targets],
     )
-    ids = await conn.fetch(sql, *args)
-    return tuple(r["id"] for r in ids), len(targets)
+    return tuple(r["id"] for r in created), len(targets)
 
 
 async def _reopen_step(conn: asyncpg.Connection, run_id: int, step: str, fan_out: bool) -> None:
@@ -253,16 +232,15 @@ async def _reopen_downstream(
             run_id,
             reopened,
         )
-        await conn.execute(
-            """INSERT INTO step_attempts (run_id, run_item_id, step, item_index, number, kind, status, priority,
-                                          requires_workers, block)
-               SELECT run_id, run_item_id, step, item_index, number + 1, 'automatic', 'pending', priority,
-                      requires_workers, block
-               FROM (SELECT DISTINCT ON (step, item_index) *
-                     FROM step_attempts WHERE run_id = $1 AND step = ANY($2)
-                     ORDER BY step, item_index, number DESC) latest
-               WHERE status <> 'pending'""",
+        latest = await conn.fetch(
+            f"""SELECT id FROM (SELECT DISTINCT ON (step, item_index) id, status
+                               FROM step_attempts WHERE run_id = $1 AND step = ANY($2)
+                               ORDER BY step, item_index, number DESC) latest
+               WHERE status <> '{WorkStatus.PENDING}'""",
             run_id,
             reopened,
+        )
+        await next_attempts(
+            conn, [r["id"] for r in latest], kind="automatic", status=WorkStatus.PENDING
         )
     return reopened

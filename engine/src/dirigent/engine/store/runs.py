@@ -29,7 +29,16 @@ from dirigent.engine.store.named import named
 from dirigent.engine.store.progress import advance_run, notify_work
 from dirigent.engine.store.versions import VersionCache
 
-IN_FLIGHT = ("queued", "running")
+IN_FLIGHT = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+
+def _sql_list(statuses: Collection[str]) -> str:
+    return ", ".join(f"'{s}'" for s in statuses)
+
+
+_OPEN = (WorkStatus.PENDING, WorkStatus.QUEUED, WorkStatus.WAITING, WorkStatus.RUNNING)
+_SETTLED = (WorkStatus.SUCCEEDED, WorkStatus.FAILED, WorkStatus.SKIPPED, WorkStatus.CANCELLED)
+_SETTLED_STEP = _sql_list((*_SETTLED, WorkStatus.UPSTREAM_FAILED))
 
 
 @dataclass(frozen=True)
@@ -398,32 +407,14 @@ async def cancel_run(
         raise ProblemsError([problem("run.not_found", f"run {run_id} does not exist", "run")])
     if row["status"] not in IN_FLIGHT:
         return []
-    handles = await conn.fetch(
-        """UPDATE step_attempts SET status = 'cancelled', finished_at = now(), lease_owner = NULL,
-                  lease_expires_at = NULL, error_message = $2
-           WHERE run_id = $1 AND status IN ('pending', 'queued', 'running', 'waiting')
-           RETURNING id, block, step, handle, input""",
-        run_id,
-        reason,
-    )
+    handles = await cancel_open_work(conn, run_id, reason)
     await conn.execute(
-        """WITH c AS (
-               UPDATE run_items SET status = 'cancelled', finished_at = now()
-               WHERE run_id = $1 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')
-               RETURNING step
-           ),
-           n AS (SELECT step, count(*) AS n FROM c GROUP BY step)
-           UPDATE run_steps s SET items_cancelled = s.items_cancelled + n.n
-           FROM n WHERE s.run_id = $1 AND s.step = n.step""",
+        f"""UPDATE run_steps SET status = '{WorkStatus.CANCELLED}', finished_at = now()
+           WHERE run_id = $1 AND status NOT IN ({_SETTLED_STEP})""",
         run_id,
     )
     await conn.execute(
-        """UPDATE run_steps SET status = 'cancelled', finished_at = now()
-           WHERE run_id = $1 AND status NOT IN ('succeeded', 'failed', 'skipped', 'cancelled', 'upstream_failed')""",
-        run_id,
-    )
-    await conn.execute(
-        """UPDATE runs SET status = 'cancelled', finished_at = now(), last_progress_at = now(),
+        f"""UPDATE runs SET status = '{RunStatus.CANCELLED}', finished_at = now(), last_progress_at = now(),
                   error_message = $2 WHERE id = $1""",
         run_id,
         reason,
@@ -432,6 +423,47 @@ async def cancel_run(
     await start_queued_run(conn, row["pipeline_id"], versions)
     await notify_work(conn)
     return [dict(h) for h in handles if h["handle"] is not None]
+
+
+async def cancel_open_work(
+    conn: asyncpg.Connection, run_id: int, reason: str, *, step: str | None = None
+) -> list[asyncpg.Record]:
+    """Cancel a run's open attempts and items (only ``step``'s, when given): run cancel,
+    Replace, and FailFast all stop work through here.
+
+    Attempts are locked in id order, as every writer locks them; a worker holding one finds
+    its lease gone when it settles and discards its result. The cancelled items are counted
+    on their steps, so a manual retry that reopens them finds the counters equal to the rows.
+    Returns the attempts cancelled (id, block, step, handle, input): one holding a remote
+    handle is in the cancel outbox (``take_owed_remote_cancels``) from this commit on.
+    """
+    only_step = "" if step is None else "AND step = :step"
+    values: dict[str, Any] = {"run_id": run_id} | ({} if step is None else {"step": step})
+    sql, args = named(
+        f"""WITH l AS (SELECT id FROM step_attempts
+                      WHERE run_id = :run_id {only_step} AND status IN ({_sql_list(_OPEN)})
+                      ORDER BY id FOR NO KEY UPDATE)
+           UPDATE step_attempts a SET status = '{WorkStatus.CANCELLED}', finished_at = now(),
+                  lease_owner = NULL, lease_expires_at = NULL, error_message = :reason
+           FROM l WHERE a.id = l.id
+           RETURNING a.id, a.block, a.step, a.handle, a.input""",
+        reason=reason,
+        **values,
+    )
+    cancelled = await conn.fetch(sql, *args)
+    sql, args = named(
+        f"""WITH c AS (
+               UPDATE run_items SET status = '{WorkStatus.CANCELLED}', finished_at = now()
+               WHERE run_id = :run_id {only_step} AND status NOT IN ({_sql_list(_SETTLED)})
+               RETURNING step
+           ),
+           n AS (SELECT step, count(*) AS n FROM c GROUP BY step)
+           UPDATE run_steps s SET items_cancelled = s.items_cancelled + n.n
+           FROM n WHERE s.run_id = :run_id AND s.step = n.step""",
+        **values,
+    )
+    await conn.execute(sql, *args)
+    return list(cancelled)
 
 
 async def take_owed_remote_cancels(
