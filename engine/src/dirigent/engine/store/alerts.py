@@ -23,6 +23,7 @@ import asyncpg
 
 from dirigent.engine.manifests.enums import AlertEvent, Importance
 from dirigent.engine.manifests.pipeline import Alert, Pipeline
+from dirigent.engine.statuses import RunStatus
 from dirigent.engine.store.logs import log_run
 from dirigent.engine.store.pool import affected
 from dirigent.engine.templates import (
@@ -131,8 +132,8 @@ async def on_settled(
 async def raise_stuck(conn: asyncpg.Connection, versions: Any) -> int:
     """RunStuck for runs the sweeper flagged; the unique key makes re-detection harmless."""
     rows = await conn.fetch(
-        """SELECT r.id, r.version_id FROM runs r
-           WHERE r.status = 'running' AND r.stuck_at IS NOT NULL
+        f"""SELECT r.id, r.version_id FROM runs r
+           WHERE r.status = '{RunStatus.RUNNING}' AND r.stuck_at IS NOT NULL
              AND NOT EXISTS (SELECT 1 FROM notifications n
                              WHERE n.run_id = r.id AND n.event = 'run_stuck')
            ORDER BY r.id LIMIT 100"""
@@ -144,7 +145,7 @@ async def raise_stuck(conn: asyncpg.Connection, versions: Any) -> int:
         if not rules:
             continue
         locked = await conn.fetchval(
-            "SELECT id FROM runs WHERE id = $1 AND status = 'running' FOR UPDATE SKIP LOCKED",
+            f"SELECT id FROM runs WHERE id = $1 AND status = '{RunStatus.RUNNING}' FOR UPDATE SKIP LOCKED",
             row["id"],
         )
         if locked is None:

@@ -16,6 +16,7 @@ import asyncpg
 from dirigent.engine.manifests.export import canonical_dict, digest
 from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.problems import ProblemsError, problem
+from dirigent.engine.statuses import RunStatus
 from dirigent.engine.store.pool import affected
 
 
@@ -193,7 +194,7 @@ async def delete_pipeline(conn: asyncpg.Connection, namespace: str, name: str) -
     if row is None:
         return False
     in_flight = await conn.fetchval(
-        "SELECT count(*) FROM runs WHERE pipeline_id = $1 AND status IN ('queued', 'running')",
+        f"SELECT count(*) FROM runs WHERE pipeline_id = $1 AND status IN ('{RunStatus.QUEUED}', '{RunStatus.RUNNING}')",
         row["id"],
     )
     if in_flight:

@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 
 from dirigent.engine.plugins import Catalog
+from dirigent.engine.statuses import WorkStatus
 from dirigent.engine.store import runs as runs_store
 from dirigent.engine.store.runs import RunCreated, RunRequest
 from dirigent.engine.store.versions import VersionCache
@@ -96,8 +97,8 @@ async def child_run(conn: asyncpg.Connection, run_id: int, namespace: str) -> di
     found["outputs"] = {}
     if found["status"] in TERMINAL:
         outputs = await conn.fetch(
-            """SELECT step, output FROM step_attempts
-               WHERE run_id = $1 AND status = 'succeeded' AND item_index IS NULL""",
+            f"""SELECT step, output FROM step_attempts
+               WHERE run_id = $1 AND status = '{WorkStatus.SUCCEEDED}' AND item_index IS NULL""",
             run_id,
         )
         found["outputs"] = {o["step"]: o["output"] for o in outputs}

@@ -53,8 +53,8 @@ async def record_fetched(
 ) -> bool:
     """Commit what fetch returned before the outcome settles: a replay settles from it."""
     status: str = await conn.execute(
-        """UPDATE step_attempts SET fetched = $3
-           WHERE id = $1 AND lease_owner = $2 AND status = 'running'""",
+        f"""UPDATE step_attempts SET fetched = $3
+           WHERE id = $1 AND lease_owner = $2 AND status = '{WorkStatus.RUNNING}'""",
         attempt.id,
         worker_id,
         value,
@@ -109,10 +109,10 @@ async def park_many(conn: asyncpg.Connection, worker_id: str, parkings: list[Par
         # Cancelled while execute was submitting: the job exists, so its handle joins the
         # cancel outbox instead of being dropped.
         await conn.execute(
-            """UPDATE step_attempts a SET handle = o.handle::jsonb,
+            f"""UPDATE step_attempts a SET handle = o.handle::jsonb,
                       input = COALESCE(a.input, o.input::jsonb)
                FROM unnest($1::bigint[], $2::text[], $3::text[]) AS o(id, handle, input)
-               WHERE a.id = o.id AND a.status = 'cancelled' AND a.handle IS NULL""",
+               WHERE a.id = o.id AND a.status = '{WorkStatus.CANCELLED}' AND a.handle IS NULL""",
             [p.attempt.id for p in orphans],
             [_json(p.handle) for p in orphans],
             [_json(p.input) for p in orphans],
@@ -364,11 +364,11 @@ async def _count_items(
         counts[o.status] += 1
     keys = sorted(groups)
     rows = await conn.fetch(
-        """UPDATE run_steps s SET items_succeeded = s.items_succeeded + t.ok,
+        f"""UPDATE run_steps s SET items_succeeded = s.items_succeeded + t.ok,
                   items_failed = s.items_failed + t.failed, items_skipped = s.items_skipped + t.skipped
            FROM unnest($1::bigint[], $2::text[], $3::int[], $4::int[], $5::int[])
                 AS t(run_id, step, ok, failed, skipped)
-           WHERE s.run_id = t.run_id AND s.step = t.step AND s.status = 'running'
+           WHERE s.run_id = t.run_id AND s.step = t.step AND s.status = '{WorkStatus.RUNNING}'
            RETURNING s.run_id, s.step, s.items, s.items_succeeded, s.items_failed, s.items_skipped,
                      s.items_cancelled""",
         [r for r, _ in keys],

@@ -152,20 +152,20 @@ async def queue_steps_many(
     if not steps:
         return {}
     rows = await conn.fetch(
-        """
+        f"""
         WITH t AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS t(run_id, step)),
         started AS (
-            UPDATE run_steps s SET status = 'running', started_at = now()
+            UPDATE run_steps s SET status = '{WorkStatus.RUNNING}', started_at = now()
             FROM t WHERE s.run_id = t.run_id AND s.step = t.step
         ),
         q AS (
             SELECT a.id, a.run_id,
                    row_number() OVER (PARTITION BY a.run_id ORDER BY a.item_index NULLS FIRST, a.id) AS rn
             FROM step_attempts a JOIN t ON a.run_id = t.run_id AND a.step = t.step
-            WHERE a.status = 'pending'
+            WHERE a.status = '{WorkStatus.PENDING}'
         ),
         u AS (
-            UPDATE step_attempts a SET status = 'queued', available_at = now(),
+            UPDATE step_attempts a SET status = '{WorkStatus.QUEUED}', available_at = now(),
                    fair_seq = r.queued_seq + q.rn
             FROM q JOIN runs r ON r.id = q.run_id
             WHERE a.id = q.id RETURNING a.run_id
@@ -195,10 +195,10 @@ async def skip_steps_many(conn: asyncpg.Connection, steps: list[tuple[int, str, 
         return
     cols = ([r for r, _, _ in steps], [s for _, s, _ in steps], [x for _, _, x in steps])
     await conn.execute(
-        """WITH t AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS t(run_id, step, status)),
+        f"""WITH t AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS t(run_id, step, status)),
            i AS (
-               UPDATE run_items ri SET status = 'skipped', finished_at = now()
-               FROM t WHERE ri.run_id = t.run_id AND ri.step = t.step AND ri.status = 'pending'
+               UPDATE run_items ri SET status = '{WorkStatus.SKIPPED}', finished_at = now()
+               FROM t WHERE ri.run_id = t.run_id AND ri.step = t.step AND ri.status = '{WorkStatus.PENDING}'
                RETURNING ri.run_id, ri.step
            ),
            n AS (SELECT run_id, step, count(*) AS n FROM i GROUP BY run_id, step)
@@ -209,9 +209,9 @@ async def skip_steps_many(conn: asyncpg.Connection, steps: list[tuple[int, str, 
         *cols,
     )
     await conn.execute(
-        """UPDATE step_attempts a SET status = 'skipped', finished_at = now()
+        f"""UPDATE step_attempts a SET status = '{WorkStatus.SKIPPED}', finished_at = now()
            FROM unnest($1::bigint[], $2::text[]) AS t(run_id, step)
-           WHERE a.run_id = t.run_id AND a.step = t.step AND a.status = 'pending'""",
+           WHERE a.run_id = t.run_id AND a.step = t.step AND a.status = '{WorkStatus.PENDING}'""",
         cols[0],
         cols[1],
     )
@@ -315,11 +315,11 @@ async def _last_errors(conn: asyncpg.Connection, steps: list[tuple[int, str]]) -
     if not steps:
         return {}
     rows = await conn.fetch(
-        """SELECT DISTINCT ON (a.run_id) a.run_id, a.error_message
+        f"""SELECT DISTINCT ON (a.run_id) a.run_id, a.error_message
            FROM step_attempts a
            JOIN unnest($1::bigint[], $2::text[]) AS t(run_id, step)
              ON a.run_id = t.run_id AND a.step = t.step
-           WHERE a.status = 'failed'
+           WHERE a.status = '{WorkStatus.FAILED}'
            ORDER BY a.run_id, a.id DESC""",
         [r for r, _ in steps],
         [s for _, s in steps],

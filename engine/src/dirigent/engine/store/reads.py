@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import asyncpg
 from pydantic import BaseModel
 
+from dirigent.engine.statuses import RunStatus, WorkStatus
 from dirigent.engine.store.alerts import REPORT_ARTIFACT
 from dirigent.engine.views import (
     AttemptView,
@@ -37,9 +38,9 @@ V = TypeVar("V", bound=BaseModel)
 async def failures(conn: asyncpg.Connection, run_id: int) -> list[FailureView]:
     """The last failed attempt of each failed step or item: what a diagnosis prints."""
     rows = await conn.fetch(
-        """SELECT DISTINCT ON (step, item_index) step, block, number, item_index, error_class, error_code,
+        f"""SELECT DISTINCT ON (step, item_index) step, block, number, item_index, error_class, error_code,
                   error_message
-           FROM step_attempts WHERE run_id = $1 AND status = 'failed'
+           FROM step_attempts WHERE run_id = $1 AND status = '{WorkStatus.FAILED}'
            ORDER BY step, item_index, number DESC""",
         run_id,
     )
@@ -71,7 +72,7 @@ async def pipeline_summaries(
         f"""SELECT p.namespace, p.name, p.active, p.updated_at, v.number AS version, v.digest,
                    v.document #>> '{{spec,title}}' AS title,
                    (SELECT count(*) FROM runs f WHERE f.pipeline_id = p.id
-                      AND f.status IN ('queued', 'running')) AS runs_in_flight,
+                      AND f.status IN ('{RunStatus.QUEUED}', '{RunStatus.RUNNING}')) AS runs_in_flight,
                    (SELECT count(*) FROM schedules s
                     WHERE s.namespace = p.namespace AND s.pipeline = p.name) AS schedules,
                    (SELECT count(*) FROM webhooks w
@@ -256,8 +257,8 @@ async def run_namespace(conn: asyncpg.Connection, run_id: int) -> str | None:
 
 async def runs_in_flight(conn: asyncpg.Connection, namespace: str, pipeline: str) -> list[int]:
     rows = await conn.fetch(
-        """SELECT r.id FROM runs r JOIN pipelines p ON p.id = r.pipeline_id
-           WHERE p.namespace = $1 AND p.name = $2 AND r.status IN ('queued', 'running')
+        f"""SELECT r.id FROM runs r JOIN pipelines p ON p.id = r.pipeline_id
+           WHERE p.namespace = $1 AND p.name = $2 AND r.status IN ('{RunStatus.QUEUED}', '{RunStatus.RUNNING}')
            ORDER BY r.id""",
         namespace,
         pipeline,

@@ -209,8 +209,8 @@ async def _reopen_downstream(
     reopened = [
         r["step"]
         for r in await conn.fetch(
-            """UPDATE run_steps SET status = 'pending', finished_at = NULL, items_skipped = 0
-           WHERE run_id = $1 AND step = ANY($2) AND status IN ('skipped', 'upstream_failed')
+            f"""UPDATE run_steps SET status = '{WorkStatus.PENDING}', finished_at = NULL, items_skipped = 0
+           WHERE run_id = $1 AND step = ANY($2) AND status IN ('{WorkStatus.SKIPPED}', '{WorkStatus.UPSTREAM_FAILED}')
            RETURNING step""",
             run_id,
             below,
@@ -218,8 +218,8 @@ async def _reopen_downstream(
     ]
     if reopened:
         await conn.execute(
-            """UPDATE run_items SET status = 'pending', finished_at = NULL
-               WHERE run_id = $1 AND step = ANY($2) AND status = 'skipped'""",
+            f"""UPDATE run_items SET status = '{WorkStatus.PENDING}', finished_at = NULL
+               WHERE run_id = $1 AND step = ANY($2) AND status = '{WorkStatus.SKIPPED}'""",
             run_id,
             reopened,
         )
@@ -227,8 +227,8 @@ async def _reopen_downstream(
         # so the step keeps its whole automatic-retry budget; one that did run (a sensor that
         # timed out into Skip) is followed by the next number.
         await conn.execute(
-            """UPDATE step_attempts SET status = 'pending', finished_at = NULL
-               WHERE run_id = $1 AND step = ANY($2) AND status = 'skipped' AND first_started_at IS NULL""",
+            f"""UPDATE step_attempts SET status = '{WorkStatus.PENDING}', finished_at = NULL
+               WHERE run_id = $1 AND step = ANY($2) AND status = '{WorkStatus.SKIPPED}' AND first_started_at IS NULL""",
             run_id,
             reopened,
         )

@@ -366,19 +366,20 @@ async def start_queued_run(
     await conn.execute("SELECT 1 FROM pipelines WHERE id = $1 FOR NO KEY UPDATE", pipeline_id)
     while True:
         running = await conn.fetchval(
-            "SELECT 1 FROM runs WHERE pipeline_id = $1 AND status = 'running' LIMIT 1", pipeline_id
+            f"SELECT 1 FROM runs WHERE pipeline_id = $1 AND status = '{RunStatus.RUNNING}' LIMIT 1",
+            pipeline_id,
         )
         if running:
             return None
         row = await conn.fetchrow(
-            """SELECT id, version_id FROM runs WHERE pipeline_id = $1 AND status = 'queued'
+            f"""SELECT id, version_id FROM runs WHERE pipeline_id = $1 AND status = '{RunStatus.QUEUED}'
                ORDER BY id LIMIT 1 FOR NO KEY UPDATE""",
             pipeline_id,
         )
         if row is None:
             return None
         await conn.execute(
-            "UPDATE runs SET status = 'running', started_at = now(), last_progress_at = now() WHERE id = $1",
+            f"UPDATE runs SET status = '{RunStatus.RUNNING}', started_at = now(), last_progress_at = now() WHERE id = $1",
             row["id"],
         )
         advanced = await advance_run(conn, row["id"], await versions.get(conn, row["version_id"]))
@@ -476,10 +477,10 @@ async def take_owed_remote_cancels(
     so a remote job is told even when the process that cancelled died first.
     """
     rows = await conn.fetch(
-        """
+        f"""
         WITH owed AS (
             SELECT id FROM step_attempts
-            WHERE status = 'cancelled' AND handle IS NOT NULL AND remote_cancelled_at IS NULL
+            WHERE status = '{WorkStatus.CANCELLED}' AND handle IS NOT NULL AND remote_cancelled_at IS NULL
               AND ($1::bigint IS NULL OR run_id = $1)
             ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED
         ),

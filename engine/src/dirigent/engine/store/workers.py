@@ -12,7 +12,7 @@ from typing import Any
 
 import asyncpg
 
-from dirigent.engine.statuses import WorkStatus
+from dirigent.engine.statuses import RunStatus, WorkStatus
 from dirigent.engine.store.logs import LogRow, write_logs
 from dirigent.engine.store.named import named
 from dirigent.engine.store.pool import affected
@@ -149,10 +149,10 @@ async def take_exhausted(
     not run forever; the caller settles these as failed under the sweeper's own lease.
     """
     rows = await conn.fetch(
-        """
+        f"""
         WITH expired AS (
             SELECT id FROM step_attempts
-            WHERE status = 'running' AND lease_expires_at < now() AND recoveries + 1 >= $2
+            WHERE status = '{WorkStatus.RUNNING}' AND lease_expires_at < now() AND recoveries + 1 >= $2
             ORDER BY lease_expires_at LIMIT $4 FOR UPDATE SKIP LOCKED
         )
         UPDATE step_attempts a
@@ -221,8 +221,8 @@ async def mark_gone(conn: asyncpg.Connection, stale: timedelta) -> int:
 async def stalled_queued_pipelines(conn: asyncpg.Connection) -> list[int]:
     """Pipelines with queued runs and none running: a promotion a lost race left undone."""
     rows = await conn.fetch(
-        """SELECT DISTINCT pipeline_id FROM runs q WHERE q.status = 'queued'
-           AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.pipeline_id = q.pipeline_id AND r.status = 'running')"""
+        f"""SELECT DISTINCT pipeline_id FROM runs q WHERE q.status = '{RunStatus.QUEUED}'
+           AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.pipeline_id = q.pipeline_id AND r.status = '{RunStatus.RUNNING}')"""
     )
     return [r["pipeline_id"] for r in rows]
 
@@ -230,9 +230,9 @@ async def stalled_queued_pipelines(conn: asyncpg.Connection) -> list[int]:
 async def detect_stuck(conn: asyncpg.Connection, stuck_for: timedelta) -> list[int]:
     """Running runs with no outcome and no attempt started for ``stuck_for``; flagged once."""
     rows = await conn.fetch(
-        """
+        f"""
         UPDATE runs r SET stuck_at = now()
-        WHERE r.status = 'running' AND r.stuck_at IS NULL AND r.last_progress_at < now() - $1::interval
+        WHERE r.status = '{RunStatus.RUNNING}' AND r.stuck_at IS NULL AND r.last_progress_at < now() - $1::interval
           AND NOT EXISTS (SELECT 1 FROM step_attempts a
                           WHERE a.run_id = r.id AND a.started_at > now() - $1::interval)
         RETURNING r.id
@@ -251,10 +251,10 @@ async def detect_stuck(conn: asyncpg.Connection, stuck_for: timedelta) -> list[i
 
 # Oldest settled runs first, one bounded batch per sweep, found through the partial index
 # ``ix_runs_finished_at_settled`` (a range scan of one batch, whatever the history).
-PRUNE_RUNS = """
+PRUNE_RUNS = f"""
 DELETE FROM runs WHERE id IN (
     SELECT id FROM runs
-    WHERE status IN ('succeeded', 'completed_with_errors', 'failed', 'cancelled')
+    WHERE status IN ('{RunStatus.SUCCEEDED}', '{RunStatus.COMPLETED_WITH_ERRORS}', '{RunStatus.FAILED}', '{RunStatus.CANCELLED}')
       AND finished_at < now() - $1::interval
     ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED)
 RETURNING id
