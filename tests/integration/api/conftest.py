@@ -6,7 +6,6 @@ Every request in these tests crosses a real TCP socket on loopback to a real uvi
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -82,15 +81,3 @@ async def served(
 async def api(db_url: str, tmp_path: Path) -> AsyncIterator[Api]:
     async with served(db_url, tmp_path / "artifacts") as found:
         yield found
-
-
-@pytest.fixture(autouse=True)
-async def no_leaked_tasks() -> AsyncIterator[None]:
-    """Fail a test that leaves asyncio tasks running: a stream or server not shut down."""
-    before = set(asyncio.all_tasks())
-    yield
-    await asyncio.sleep(0)
-    leaked = [
-        t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()
-    ]
-    assert not leaked, f"tasks left running: {leaked}"
