@@ -1,9 +1,12 @@
-"""Outcomes: what a worker reports for an attempt it held, recorded durably.
+"""Settling outcomes (``attempts.Outcome``: what a worker reports for an attempt it held) and
+parking attempts (``attempts.Parking``), durably.
 
-The outcome is one transaction that locks the run rows first, in id order (see
+Settling is one transaction that locks the run rows first, in id order (see
 ``store.progress`` for why the lock comes before any write); parking an attempt back to
 waiting needs no run lock. Both are batched: a worker records whatever finished in the same
-moment with one statement per kind of write.
+moment with one statement per kind of write. The attempts' log lines go in the same
+statement as the attempts they belong to (``store.logs.INSERT_LOGS``), so an attempt this
+worker no longer holds writes none.
 """
 
 from __future__ import annotations

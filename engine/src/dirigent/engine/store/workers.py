@@ -1,8 +1,10 @@
-"""The workers registry and the sweeper's recovery statements.
+"""The workers registry and the sweeper's statements.
 
-Recovery reads only the recovered attempt's own row: an attempt whose remote handle was
-committed goes back to waiting (probing continues; the work is never submitted twice), any
-other goes back to the queue.
+An attempt given back without an outcome — recovered after its lease expired, handed back
+by a worker that stops, released by a worker without its block — goes back the one way
+``GIVE_BACK`` says, reading only its own row: to waiting when it holds a committed remote
+handle or sensor cursor (probing continues; the work is never submitted twice), to the
+queue otherwise.
 """
 
 from __future__ import annotations
