@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from dirigent.engine.store.claims import CLAIM
-from dirigent.engine.store.workers import PRUNE_RUNS
+from dirigent.engine.store.sweeping import PRUNE_RUNS
 from tests.integration.engine.harness import Harness
 
 HISTORY_RUNS = 20_000  # 5 settled attempts each: 100k attempts, 80k items, 100k log lines

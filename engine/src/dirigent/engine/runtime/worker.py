@@ -26,20 +26,19 @@ import structlog
 from dirigent.engine.attempts import Claimed, Outcome, Parking
 from dirigent.engine.metrics import WorkerMetrics
 from dirigent.engine.plugins import Catalog
-from dirigent.engine.runtime import cancelling, recording
-from dirigent.engine.runtime.executing import Settings, execute_attempt, failure
+from dirigent.engine.runtime import recording
+from dirigent.engine.runtime.executing import Settings, execute_attempt
 from dirigent.engine.runtime.notifying import Deliverer, DeliveryConfig
+from dirigent.engine.runtime.sweeping import Sweeper, SweepSettings
 from dirigent.engine.storage import FileStorage
 from dirigent.engine.store import claims
 from dirigent.engine.store import outcomes as outcome_store
 from dirigent.engine.store import workers as workers_store
 from dirigent.engine.store.crypto import SecretSealer
-from dirigent.engine.store.pool import Connection, Pool, in_transaction, listen
+from dirigent.engine.store.pool import Connection, Pool, listen
 from dirigent.engine.store.progress import WORK_CHANNEL
-from dirigent.engine.store.runs import start_queued_run
 from dirigent.engine.store.versions import VersionCache
 from dirigent.engine.trigger_metrics import NotificationMetrics
-from dirigent.sdk import ErrorClass
 
 log = structlog.get_logger("dirigent.worker")
 VERSION = "0.1.0"
@@ -100,6 +99,22 @@ class Worker:
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self.executed = 0  # attempts this worker settled or parked; for tests and metrics
+        self.sweeper = Sweeper(
+            pool,
+            catalog,
+            storage,
+            SweepSettings(
+                interval=config.sweep_interval,
+                lease=config.lease,
+                stuck_run=config.stuck_run,
+                max_recoveries=config.max_recoveries,
+                retention_runs=config.retention_runs,
+                retention_logs=config.retention_logs,
+            ),
+            sweeper_id=self.id,
+            versions=self.versions,
+            metrics=self.metrics,
+        )
 
     @contextlib.asynccontextmanager
     async def _conn(self) -> AsyncIterator[Connection]:
@@ -127,7 +142,7 @@ class Worker:
         listener = await listen(self.dsn, WORK_CHANNEL, self._wake.set)
         background = [
             asyncio.create_task(self._heartbeat_loop()),
-            asyncio.create_task(self._sweep_loop()),
+            asyncio.create_task(self.sweeper.run()),
             asyncio.create_task(self._settle_loop()),
             asyncio.create_task(self._deliverer().run()),
         ]
@@ -345,90 +360,6 @@ class Worker:
             except Exception:
                 log.exception("worker.heartbeat_failed")
 
-    async def _fail_exhausted(self) -> None:
-        """Attempts that lost their lease too often fail instead of running again."""
-        async with self._conn() as conn:
-            ids = await workers_store.take_exhausted(
-                conn, self.id, self.config.max_recoveries, self.config.lease
-            )
-            attempts = await claims.load(conn, ids) if ids else []
-        if not attempts:
-            return
-        outcomes = [
-            failure(
-                a,
-                self.id,
-                ErrorClass.REJECTED,
-                "engine.attempt.unrecoverable",
-                f"the attempt lost its worker {self.config.max_recoveries} times (a worker "
-                "died running it, or its outcome could not be recorded); not run again",
-            )
-            for a in attempts
-        ]
-        await in_transaction(
-            self.pool, lambda conn: outcome_store.settle_many(conn, outcomes, self.versions)
-        )
-        log.warning("sweeper.attempts_unrecoverable", attempts=ids)
-
-    async def _sweep_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.sweep_interval)
-            try:
-                await self.sweep()
-            except Exception:
-                log.exception("worker.sweep_failed")
-
     async def sweep(self) -> dict[str, Any]:
-        """One sweeper pass; safe when every worker runs it at once (SKIP LOCKED throughout)."""
-        async with self._conn() as conn:
-            recovered = await workers_store.recover_expired(
-                conn, max_recoveries=self.config.max_recoveries
-            )
-        await self._fail_exhausted()
-        await cancelling.tell_owed_remotes(self.pool, catalog=self.catalog, storage=self.storage)
-        async with self._conn() as conn:
-            gone = await workers_store.mark_gone(conn, self.config.lease * 3)
-            stuck = await workers_store.detect_stuck(conn, self.config.stuck_run)
-            queued, waiting = await claims.levels(conn)
-        self.metrics.lease_recoveries.inc(len(recovered))
-        self.metrics.queue_depth.set(queued)
-        self.metrics.waiting.set(waiting)
-        async with self._conn() as conn:
-            pipeline_ids = await workers_store.stalled_queued_pipelines(conn)
-        started: list[int] = []
-        for pid in pipeline_ids:
-
-            async def start(conn: Connection, pipeline_id: int = pid) -> int | None:
-                return await start_queued_run(conn, pipeline_id, self.versions)
-
-            run_id = await in_transaction(self.pool, start)
-            if run_id is not None:
-                started.append(run_id)
-        pruned: list[int] = []
-        logs_pruned = 0
-        if self.config.retention_runs is not None:
-            async with self._conn() as conn:
-                pruned = await workers_store.prune_runs(conn, self.config.retention_runs)
-            for run_id in pruned:  # a pruned run takes its scratch prefix with it
-                await self.storage.delete(self.storage.run_prefix(run_id))
-        if self.config.retention_logs is not None:
-            async with self._conn() as conn:
-                logs_pruned = await workers_store.prune_logs(conn, self.config.retention_logs)
-        if recovered or started or stuck or pruned or logs_pruned:
-            log.info(
-                "sweeper.pass",
-                attempts_recovered=len(recovered),
-                runs_started=started,
-                workers_gone=gone,
-                runs_stuck=stuck,
-                runs_pruned=len(pruned),
-                logs_pruned=logs_pruned,
-            )
-        return {
-            "recovered": recovered,
-            "runs_started": started,
-            "workers_gone": gone,
-            "stuck": stuck,
-            "pruned": pruned,
-            "logs_pruned": logs_pruned,
-        }
+        """One sweeper pass now (``runtime/sweeping.py``); the worker also runs them on a timer."""
+        return await self.sweeper.sweep()

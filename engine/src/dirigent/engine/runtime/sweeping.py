@@ -1,0 +1,169 @@
+"""The sweeper: the periodic pass every worker runs beside its claim loop.
+
+One pass gives back expired leases (to waiting when a handle or cursor was committed, else
+to the queue), fails the attempts that lost their lease too often, tells the remotes owed a
+cancel, marks silent workers gone, flags stuck runs, starts a queued run a lost race left
+behind, and prunes history when retention is set. Every statement is safe in several
+sweepers at once (``store/sweeping.py``), so every worker runs one and none is elected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from dirigent.engine.metrics import WorkerMetrics
+from dirigent.engine.plugins import Catalog
+from dirigent.engine.runtime import cancelling
+from dirigent.engine.runtime.executing import failure
+from dirigent.engine.storage import FileStorage
+from dirigent.engine.store import claims, sweeping
+from dirigent.engine.store import outcomes as outcome_store
+from dirigent.engine.store import workers as workers_store
+from dirigent.engine.store.pool import Connection, Pool, in_transaction
+from dirigent.engine.store.runs import start_queued_run
+from dirigent.engine.store.versions import VersionCache
+from dirigent.sdk import ErrorClass
+
+log = structlog.get_logger("dirigent.worker")
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    interval: float
+    lease: dt.timedelta
+    stuck_run: dt.timedelta
+    max_recoveries: int
+    retention_runs: dt.timedelta | None
+    retention_logs: dt.timedelta | None
+
+
+class Sweeper:
+    """One worker's sweeper; ``sweeper_id`` (the worker's id) holds the leases it takes."""
+
+    def __init__(
+        self,
+        pool: Pool,
+        catalog: Catalog,
+        storage: FileStorage,
+        settings: SweepSettings,
+        *,
+        sweeper_id: str,
+        versions: VersionCache,
+        metrics: WorkerMetrics,
+    ) -> None:
+        self.pool = pool
+        self.catalog = catalog
+        self.storage = storage
+        self.settings = settings
+        self.id = sweeper_id
+        self.versions = versions
+        self.metrics = metrics
+
+    @contextlib.asynccontextmanager
+    async def _conn(self) -> AsyncIterator[Connection]:
+        async with self.pool.acquire() as conn:
+            yield conn
+
+    async def run(self) -> None:
+        """Sweep every ``interval`` until cancelled; a failed pass is logged, not fatal."""
+        while True:
+            await asyncio.sleep(self.settings.interval)
+            try:
+                await self.sweep()
+            except Exception:
+                log.exception("worker.sweep_failed")
+
+    async def sweep(self) -> dict[str, Any]:
+        """One pass; safe when every worker runs it at once."""
+        s = self.settings
+        async with self._conn() as conn:
+            recovered = await sweeping.recover_expired(conn, max_recoveries=s.max_recoveries)
+        await self._fail_exhausted()
+        await cancelling.tell_owed_remotes(self.pool, catalog=self.catalog, storage=self.storage)
+        async with self._conn() as conn:
+            gone = await workers_store.mark_gone(conn, s.lease * 3)
+            stuck = await sweeping.detect_stuck(conn, s.stuck_run)
+            queued, waiting = await claims.levels(conn)
+        self.metrics.lease_recoveries.inc(len(recovered))
+        self.metrics.queue_depth.set(queued)
+        self.metrics.waiting.set(waiting)
+        started = await self._start_stalled_queues()
+        pruned, logs_pruned = await self._prune()
+        if recovered or started or stuck or pruned or logs_pruned:
+            log.info(
+                "sweeper.pass",
+                attempts_recovered=len(recovered),
+                runs_started=started,
+                workers_gone=gone,
+                runs_stuck=stuck,
+                runs_pruned=len(pruned),
+                logs_pruned=logs_pruned,
+            )
+        return {
+            "recovered": recovered,
+            "runs_started": started,
+            "workers_gone": gone,
+            "stuck": stuck,
+            "pruned": pruned,
+            "logs_pruned": logs_pruned,
+        }
+
+    async def _fail_exhausted(self) -> None:
+        """Attempts that lost their lease too often fail instead of running again."""
+        s = self.settings
+        async with self._conn() as conn:
+            ids = await sweeping.take_exhausted(conn, self.id, s.max_recoveries, s.lease)
+            attempts = await claims.load(conn, ids) if ids else []
+        if not attempts:
+            return
+        outcomes = [
+            failure(
+                a,
+                self.id,
+                ErrorClass.REJECTED,
+                "engine.attempt.unrecoverable",
+                f"the attempt lost its worker {s.max_recoveries} times (a worker "
+                "died running it, or its outcome could not be recorded); not run again",
+            )
+            for a in attempts
+        ]
+        await in_transaction(
+            self.pool, lambda conn: outcome_store.settle_many(conn, outcomes, self.versions)
+        )
+        log.warning("sweeper.attempts_unrecoverable", attempts=ids)
+
+    async def _start_stalled_queues(self) -> list[int]:
+        """A pipeline with queued runs and none running gets its oldest queued run started."""
+        async with self._conn() as conn:
+            pipeline_ids = await sweeping.stalled_queued_pipelines(conn)
+        started: list[int] = []
+        for pid in pipeline_ids:
+
+            async def start(conn: Connection, pipeline_id: int = pid) -> int | None:
+                return await start_queued_run(conn, pipeline_id, self.versions)
+
+            run_id = await in_transaction(self.pool, start)
+            if run_id is not None:
+                started.append(run_id)
+        return started
+
+    async def _prune(self) -> tuple[list[int], int]:
+        """Retention, only when set: settled runs (with their scratch storage), then logs."""
+        pruned: list[int] = []
+        logs_pruned = 0
+        if self.settings.retention_runs is not None:
+            async with self._conn() as conn:
+                pruned = await sweeping.prune_runs(conn, self.settings.retention_runs)
+            for run_id in pruned:  # a pruned run takes its scratch prefix with it
+                await self.storage.delete(self.storage.run_prefix(run_id))
+        if self.settings.retention_logs is not None:
+            async with self._conn() as conn:
+                logs_pruned = await sweeping.prune_logs(conn, self.settings.retention_logs)
+        return pruned, logs_pruned
