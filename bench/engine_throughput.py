@@ -2,7 +2,14 @@
 
 Measured on one embedded PostgreSQL, side by side with pgbench's simple-update TPS on the
 same server in the same run (one attempt is two transactions: a claim and an outcome, so
-the line to beat is pgbench_tps / 2 / 2 — half of what the database does in raw writes).
+the line to beat is pgbench_tps / 2: ratio 1.0 means as many transactions per second as
+pgbench's simple-update).
+
+While each scenario runs, the bench samples ``pg_stat_activity`` every 20 ms and prints the
+most frequent wait events of the workers' backends (``Lock:transactionid``, ``LWLock:...``,
+``Client:ClientRead`` — a backend waiting for its worker, i.e. worker CPU or round trips —
+and ``CPU`` for a backend running with no wait event). With ``--statements`` the server
+loads ``pg_stat_statements`` and each scenario also prints its most expensive statements.
 
 Scenarios, each with 1, 2 and 4 `dirigent worker` processes:
   fan-out  one run with N no-op items
@@ -11,7 +18,8 @@ and a chain of sequential steps to measure the gap from a step settling to its d
 starting (p50, p99).
 
     uv run python bench/engine_throughput.py            # full
-    uv run python bench/engine_throughput.py --quick    # under a minute
+    uv run python bench/engine_throughput.py --quick    # a few minutes
+    uv run python bench/engine_throughput.py --quick --statements   # and the top statements
 
 The last line is machine-readable:
     attempts_per_s=<n> pgbench_tps=<n> ratio=<attempts_per_s*2/pgbench_tps>
@@ -23,11 +31,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import re
 import statistics
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import asyncpg
@@ -80,11 +90,51 @@ async def settle(pool: asyncpg.Pool, run_ids: list[int]) -> None:
         await asyncio.sleep(0.02)
 
 
+async def sample_waits(pool: asyncpg.Pool, counts: Counter[str], stop: asyncio.Event) -> None:
+    """Count the wait events of the workers' backends (every non-idle one, every 20 ms)."""
+    while not stop.is_set():
+        rows = await pool.fetch(
+            """SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') AS w, state
+               FROM pg_stat_activity
+               WHERE datname = current_database() AND pid <> pg_backend_pid()
+                 AND application_name <> 'bench' AND backend_type = 'client backend'
+                 AND state <> 'idle'"""
+        )
+        counts["samples"] += 1
+        for r in rows:
+            counts[r["w"]] += 1
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.02)
+
+
+def print_waits(counts: Counter[str]) -> None:
+    samples = counts.pop("samples", 0) or 1
+    total = sum(counts.values()) or 1
+    top = ", ".join(f"{w} {n * 100 / total:.0f}%" for w, n in counts.most_common(6))
+    print(f"  wait events ({total / samples:.1f} busy backends on average): {top}", flush=True)
+
+
+async def print_statements(pool: asyncpg.Pool, limit: int = 6) -> None:
+    rows = await pool.fetch(
+        r"""SELECT calls, total_exec_time, rows,
+                  left(regexp_replace(query, '\s+', ' ', 'g'), 90) AS q
+           FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database
+                                                 WHERE datname = current_database())
+           ORDER BY total_exec_time DESC LIMIT $1""",
+        limit,
+    )
+    for r in rows:
+        print(f"    {r['total_exec_time']:8.0f} ms {r['calls']:7} calls  {r['q']}", flush=True)
+
+
 async def scenario(
-    url: str, name: str, n: int, workers: int, concurrency: int, root: Path
+    url: str, name: str, n: int, workers: int, concurrency: int, root: Path, statements: bool
 ) -> float:
     """Attempts per second for one scenario on a fresh database."""
-    pool = await create_pool(url, max_size=2)
+    sep = "&" if "?" in url else "?"
+    pool = await create_pool(f"{url}{sep}application_name=bench", max_size=3)
+    waits: Counter[str] = Counter()
+    stop = asyncio.Event()
     try:
         async with door(url) as engine:
             procs = start_workers(url, workers, concurrency, root)
@@ -110,8 +160,16 @@ async def scenario(
                     )
                     t0 = time.perf_counter()
                     attempts = 2 * (n // 2)
+                if statements:
+                    await pool.execute("SELECT pg_stat_statements_reset()")
+                sampler = asyncio.create_task(sample_waits(pool, waits, stop))
                 await settle(pool, [r.run_id for r in created])
                 elapsed = time.perf_counter() - t0
+                stop.set()
+                await sampler
+                print_waits(waits)
+                if statements:
+                    await print_statements(pool)
                 bad = await pool.fetchval("SELECT count(*) FROM runs WHERE status <> 'succeeded'")
                 assert bad == 0, f"{bad} runs did not succeed"
                 return attempts / elapsed
@@ -168,6 +226,10 @@ def _p50_p99(values: list[float]) -> tuple[float, float]:
     return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
+def statement_settings() -> dict[str, str]:
+    return {"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"}
+
+
 def pgbench(server: EmbeddedPostgres, seconds: int) -> float:
     exe = str(binaries_dir() / "pgbench")
     common = ["-h", "127.0.0.1", "-p", str(server.port), "-U", "postgres"]
@@ -183,11 +245,23 @@ def pgbench(server: EmbeddedPostgres, seconds: int) -> float:
     return float(match.group(1))
 
 
-async def main(quick: bool) -> None:
+async def create_extension(url: str) -> None:
+    pool = await create_pool(url, max_size=1)
+    try:
+        await pool.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    finally:
+        await pool.close()
+
+
+async def main(quick: bool, statements: bool, workers: str | None) -> None:
     n = 2000 if quick else 10000
     worker_counts = [1, 2] if quick else [1, 2, 4]
+    if workers:
+        worker_counts = [int(w) for w in workers.split(",")]
     base = Path(tempfile.mkdtemp(prefix="dirigent-bench-"))
-    server = EmbeddedPostgres(base / "pgdata")
+    server = EmbeddedPostgres(
+        base / "pgdata", settings=statement_settings() if statements else None
+    )
     server.start()
     try:
         print(
@@ -196,7 +270,7 @@ async def main(quick: bool) -> None:
         await create_database(server.url, "bench")
         tps = pgbench(server, 5 if quick else 15)
         print(
-            f"pgbench simple-update: {tps:.0f} tps (8 clients) -> target {tps / 4:.0f} attempts/s"
+            f"pgbench simple-update: {tps:.0f} tps (8 clients) -> target {tps / 2:.0f} attempts/s"
         )
         results: dict[str, list[float]] = {"fan-out": [], "runs": []}
         counter = 0
@@ -207,10 +281,12 @@ async def main(quick: bool) -> None:
                 await create_database(server.url, db)
                 url = server.url_for(db)
                 await upgrade_async(url)
+                if statements:
+                    await create_extension(url)
                 async with door(url) as engine:
                     await apply(engine, FAN.format(items=list(range(n))))
                     await apply(engine, PAIR)
-                rate = await scenario(url, scen, n, workers, 16, base / "art")
+                rate = await scenario(url, scen, n, workers, 16, base / "art", statements)
                 results[scen].append(rate)
                 print(f"{scen:8} n={n:6} workers={workers}: {rate:8.0f} attempts/s", flush=True)
         db = "engine_chain"
@@ -246,4 +322,11 @@ if __name__ == "__main__":
     parser.add_argument(
         "--quick", action="store_true", help="a smaller run that finishes in under a minute"
     )
-    asyncio.run(main(parser.parse_args().quick))
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="load pg_stat_statements and print each scenario's most expensive statements",
+    )
+    parser.add_argument("--workers", help="worker counts to run, e.g. 2,4 (default 1,2,4)")
+    args = parser.parse_args()
+    asyncio.run(main(args.quick, args.statements, args.workers))

@@ -272,7 +272,13 @@ class Engine:
         """Create several runs in one transaction: workers see all of them at once, or none."""
 
         async def create_all(conn: Connection) -> list[RunCreated]:
-            return [await self._create_run(conn, request) for request in requests]
+            return await runs.create_runs(
+                conn,
+                requests,
+                versions=self.versions,
+                catalog=self.catalog,
+                enabled_unsafe=self.enabled_unsafe,
+            )
 
         made = await self._tx(create_all)
         for request, created in zip(requests, made, strict=True):

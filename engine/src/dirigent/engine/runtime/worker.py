@@ -186,10 +186,13 @@ class Worker:
 
     async def _claim_loop(self) -> None:
         while not self._stopping.is_set():
+            # Cleared on every turn, full or not: with every slot busy, a wake-up already set
+            # (a NOTIFY from anyone's commit) would otherwise make the wait below return at
+            # once, and the loop would spin on the CPU until a slot freed.
+            self._wake.clear()
             free = self.config.concurrency - len(self._tasks)
             claimed: list[Claimed] = []
             if free > 0:
-                self._wake.clear()
                 async with self._conn() as conn:
                     claimed = await claims.claim(
                         conn, self.id, limit=free, tags=self.config.tags, lease=self.config.lease

@@ -182,6 +182,28 @@ async def create_run(
     return RunCreated(run_id, status, replaced=replaced)
 
 
+async def create_runs(
+    conn: asyncpg.Connection,
+    requests: list[RunRequest],
+    *,
+    versions: VersionCache,
+    catalog: Catalog | None = None,
+    enabled_unsafe: Collection[str] = (),
+) -> list[RunCreated]:
+    """``create_run`` for many requests in the caller's transaction (all visible at once).
+
+    Plans are made per execution here (``plan_cache_mode``, for this transaction only): the
+    tables grow by thousands of rows inside a transaction no ANALYZE can see, and a generic
+    plan chosen while they were small (a sequential scan of ``run_steps`` and
+    ``step_attempts`` per run) made creating N runs cost N² row reads.
+    """
+    await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+    return [
+        await create_run(conn, r, versions=versions, catalog=catalog, enabled_unsafe=enabled_unsafe)
+        for r in requests
+    ]
+
+
 async def _lock_pipeline(conn: asyncpg.Connection, request: RunRequest) -> asyncpg.Record:
     """The pipeline's row, locked for this run's creation; refused when missing or inactive."""
     prow = await conn.fetchrow(
@@ -221,16 +243,25 @@ async def _admit(
     versions: VersionCache,
 ) -> tuple[str, tuple[int, ...]]:
     """The concurrency policy against the runs in flight: the new run's status, and the runs
-    it replaced (Replace); Skip refuses with a Problem."""
+    it replaced (Replace); Skip refuses with a Problem.
+
+    Allow reads nothing, Skip and Queue read at most one run in flight, and only Replace
+    reads them all: ``start_runs`` creates thousands of runs of one pipeline in one
+    transaction, and reading every run in flight for each new one made that quadratic.
+    """
+    policy = pipeline.spec.concurrency
+    if policy is ConcurrencyPolicy.ALLOW:
+        return RunStatus.RUNNING.value, ()
     in_flight = [
         r["id"]
         for r in await conn.fetch(
             f"""SELECT id FROM runs WHERE pipeline_id = $1
-                AND status IN ('{RunStatus.QUEUED}', '{RunStatus.RUNNING}') ORDER BY id""",
+                AND status IN ('{RunStatus.QUEUED}', '{RunStatus.RUNNING}') ORDER BY id
+                LIMIT $2""",
             pipeline_id,
+            None if policy is ConcurrencyPolicy.REPLACE else 1,
         )
     ]
-    policy = pipeline.spec.concurrency
     if not in_flight:
         return RunStatus.RUNNING.value, ()
     if policy is ConcurrencyPolicy.SKIP:
@@ -247,11 +278,9 @@ async def _admit(
         )
     if policy is ConcurrencyPolicy.QUEUE:
         return RunStatus.QUEUED.value, ()
-    if policy is ConcurrencyPolicy.REPLACE:
-        for rid in in_flight:
-            await cancel_run(conn, rid, reason="replaced by a newer run", versions=versions)
-        return RunStatus.RUNNING.value, tuple(in_flight)
-    return RunStatus.RUNNING.value, ()
+    for rid in in_flight:  # Replace
+        await cancel_run(conn, rid, reason="replaced by a newer run", versions=versions)
+    return RunStatus.RUNNING.value, tuple(in_flight)
 
 
 async def _insert_run(
