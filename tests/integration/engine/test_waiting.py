@@ -224,3 +224,41 @@ spec:
         run.run_id,
     )
     assert items == ["succeeded", "skipped", "succeeded"]
+
+
+def sensors(count: int) -> str:
+    return f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: sensors}}
+spec:
+  steps:
+    wait:
+      block: core.wait
+      forEach: {list(range(count))}
+      poll: 50ms
+      deadline: 1h
+      config: {{pokes: 1000}}
+"""
+
+
+async def test_pokes_are_claimed_and_parked_in_batches_without_the_run_lock(h: Harness) -> None:
+    """Many sensors of one run: each claim takes a batch of due pokes, and a writer batch
+    of parkings locks only its attempt rows. While another transaction holds the run's row
+    (as a writer settling one of the run's items would), every sensor is still poked and
+    parked again and again: parking never queues behind the run's writers."""
+    await h.apply(sensors(40))
+    run = await h.run("sensors")
+    async with h.pool.acquire() as holder, holder.transaction():
+        await holder.execute("SELECT 1 FROM runs WHERE id = $1 FOR NO KEY UPDATE", run.run_id)
+        async with h.workers(1, concurrency=64):
+            rows = await eventually(
+                lambda: h.attempts(run.run_id, "wait"),
+                lambda rows: (
+                    len(rows) == 40 and all((r["cursor"] or {}).get("pokes", 0) >= 3 for r in rows)
+                ),
+                what="every sensor poked three times while the run row is held",
+            )
+    assert {r["number"] for r in rows} == {1}  # NotYet spends no retry budget
+    assert all(r["status"] in ("waiting", "running") for r in rows)
+    assert await h.status(run.run_id) == "running"

@@ -334,10 +334,20 @@ class Worker:
     async def _write(
         self, conn: Connection, outcomes: list[Outcome], parkings: list[Parking]
     ) -> tuple[set[int], dict[int, outcome_store.Settled]]:
-        """One writer transaction: parkings and outcomes together (see ``store.outcomes``)."""
-        await outcome_store.lock_batch(
-            conn, [o.attempt for o in outcomes] + [p.attempt for p in parkings], self.versions
-        )
+        """One writer transaction: parkings and outcomes together (see ``store.outcomes``).
+
+        Locks as few rows as the batch needs, each taken once: a batch of only outcomes is
+        locked by ``settle_many`` itself (locking it here as well cost two more round trips
+        while holding the run rows every other worker's outcome for that run waits on); a
+        batch of only parkings (sensors poked, jobs probed) changes no run or step, so it
+        locks just its attempt rows, in id order, and never queues behind a run's writers.
+        """
+        if parkings and outcomes:
+            await outcome_store.lock_batch(
+                conn, [o.attempt for o in outcomes] + [p.attempt for p in parkings], self.versions
+            )
+        elif parkings:
+            await claims.lock_attempts(conn, [p.attempt.id for p in parkings])
         parked = await outcome_store.park_many(conn, self.id, parkings)
         settled = await outcome_store.settle_many(conn, outcomes, self.versions)
         return parked, {o.attempt.id: s for o, s in zip(outcomes, settled, strict=True)}

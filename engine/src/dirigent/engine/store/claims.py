@@ -143,6 +143,15 @@ async def heartbeat(
     return {r["id"] for r in rows}
 
 
+async def lock_attempts(conn: asyncpg.Connection, ids: list[int]) -> None:
+    """Lock attempt rows in id order, as every writer and the heartbeat take them: what a
+    batch of parkings needs before its one ``UPDATE`` (no run row: parking changes no run)."""
+    await conn.execute(
+        "SELECT 1 FROM step_attempts WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
+        sorted(ids),
+    )
+
+
 async def next_due(conn: asyncpg.Connection) -> datetime | None:
     """When the next waiting attempt falls due (an indexed lookup): how long an idle worker may sleep.
 
