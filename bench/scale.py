@@ -6,7 +6,8 @@ per run, the shape that exercises claim, outcome and progression hardest) and tr
 first step running on an empty database, then fills it with settled history and measures
 again on the same server in the same process.
 
-History is written set-based with ``generate_series`` (no engine round trip): settled runs
+History is written set-based with ``generate_series`` (no engine round trip): settled runs,
+finished between 400 and 388 days ago,
 of a two-step pipeline whose second step fans out over 4 items, so every history run
 holds 1 run, 2 steps, 4 items, 5 attempts and 5 log lines. Triggers are off while it is
 written (``session_replication_role = replica``): ``engine_events`` is not filled. The
@@ -15,8 +16,13 @@ database is then VACUUM ANALYZEd, as autovacuum would have done over those years
     uv run python bench/scale.py --quick    # 200k attempts of history, under two minutes
     uv run python bench/scale.py            # 1M, then 5M attempts of history
 
-Every level prints one line; the claim's plan is printed once history is in. The last
-line is machine-readable (``slowdown`` = 1 - attempts_per_s / empty_attempts_per_s, at the
+Every level prints one line; the claim's plan is printed once history is in. After the
+first level, retention purges that whole history (``store.workers.prune_runs``, bounded
+batches of 500 runs, as the sweeper does, back to back) while runs keep being created and
+run by two workers (200 attempts/s); the bench prints the claim delay (an attempt queued → claimed, from its
+rows) p50/p99 during the purge beside the same stream without a purge, and the purge's
+batch times. The history is then written again for the next level. The last line is
+machine-readable (``slowdown`` = 1 - attempts_per_s / empty_attempts_per_s, at the
 largest history; target ≤ 0.10):
     history_attempts=<n> empty_attempts_per_s=<n> attempts_per_s=<n> slowdown=<f>
 """
@@ -30,6 +36,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 from workers import apply, door, start_workers, stop_workers, wait_registered
@@ -39,6 +46,7 @@ from dirigent.engine.store.claims import CLAIM
 from dirigent.engine.store.database import create_database, upgrade_async
 from dirigent.engine.store.embedded import EmbeddedPostgres
 from dirigent.engine.store.pool import connect, create_pool
+from dirigent.engine.store.workers import prune_runs
 
 PAIR = """
 apiVersion: dirigent.dev/v1alpha1
@@ -65,7 +73,7 @@ FILL = [
                          started_at, finished_at, last_progress_at)
        SELECT g, 'default', $3, $4, 'succeeded', 'schedule', t, t, t + interval '2 seconds', t
        FROM generate_series($1::bigint, $2::bigint) g,
-            LATERAL (SELECT now() - interval '400 days' + g * interval '10 seconds') AS x(t)""",
+            LATERAL (SELECT now() - interval '400 days' + (g % 1000000) * interval '1 second') AS x(t)""",
     """INSERT INTO run_steps (run_id, step, status, items, items_succeeded, started_at, finished_at)
        SELECT g, s.step, 'succeeded', s.items, coalesce(s.items, 0), now() - interval '400 days',
               now() - interval '400 days'
@@ -79,7 +87,7 @@ FILL = [
        SELECT g, CASE WHEN i >= 0 THEN g * 4 + i END, CASE WHEN i < 0 THEN 'a' ELSE 'b' END,
               CASE WHEN i >= 0 THEN i END, 1, 'succeeded', 'core.noop', t, t, t, t, '{"ok": true}'
        FROM generate_series($1::bigint, $2::bigint) g, generate_series(-1, 3) i,
-            LATERAL (SELECT now() - interval '400 days' + g * interval '10 seconds') AS x(t)""",
+            LATERAL (SELECT now() - interval '400 days' + (g % 1000000) * interval '1 second') AS x(t)""",
     """INSERT INTO log_entries (run_id, step, level, message, created_at)
        SELECT g, 'b', 'info', 'history line ' || i, now() - interval '400 days'
        FROM generate_series($1::bigint, $2::bigint) g, generate_series(0, 4) i""",
@@ -153,6 +161,88 @@ async def measure(url: str, runs: int, workers: int, root: Path) -> tuple[float,
         await pool.close()
 
 
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
+
+
+async def _purge(url: str, batch: int) -> tuple[int, list[float]]:
+    """Delete every settled run older than a year in bounded batches: (runs, batch seconds)."""
+    conn = await connect(url)
+    try:
+        deleted, times = 0, []
+        while True:
+            t0 = time.perf_counter()
+            async with conn.transaction():
+                ids = await prune_runs(conn, dt.timedelta(days=365), batch=batch)
+            times.append(time.perf_counter() - t0)
+            deleted += len(ids)
+            if not ids:
+                return deleted, times
+    finally:
+        await conn.close()
+
+
+async def claim_delays(url: str, root: Path, *, purge: bool, seconds: float) -> dict[str, Any]:
+    """Runs created in a steady stream (4 every 40 ms: 200 attempts/s, well under what two
+    workers do) while two workers run them: each attempt's claim delay (queued → claimed,
+    ms, from its rows: what the workers' ``claim_latency`` histogram observes). With ``purge``, the stream
+    lasts as long as retention takes to delete the history; else ``seconds``."""
+    pool = await create_pool(url, max_size=2)
+    try:
+        async with door(url) as engine:
+            procs = start_workers(url, 2, 16, root)
+            try:
+                await wait_registered(pool, 2)
+                purging = asyncio.create_task(_purge(url, 500)) if purge else None
+                run_ids: list[int] = []
+                t0 = time.perf_counter()
+                while (purging is not None and not purging.done()) or (
+                    purging is None and time.perf_counter() - t0 < seconds
+                ):
+                    made = await engine.start_runs([RunRequest("default", "pair")] * 4)
+                    run_ids += [r.run_id for r in made]
+                    await asyncio.sleep(0.04)
+                elapsed = time.perf_counter() - t0
+                await settle(pool, run_ids)
+                delays = [
+                    float(r[0]) * 1000
+                    for r in await pool.fetch(
+                        """SELECT extract(epoch FROM started_at - available_at) FROM step_attempts
+                           WHERE run_id = ANY($1)""",
+                        run_ids,
+                    )
+                ]
+                out: dict[str, Any] = {"seconds": elapsed, "attempts": len(delays)}
+                out["p50"], out["p99"] = _pct(delays, 0.5), _pct(delays, 0.99)
+                if purging is not None:
+                    out["deleted"], times = await purging
+                    out["batch_p50"], out["batch_max"] = _pct(times, 0.5), max(times)
+                return out
+            finally:
+                stop_workers(procs)
+    finally:
+        await pool.close()
+
+
+async def purge_report(url: str, root: Path, history: int) -> None:
+    """Claim delay with and without a retention purge of ``history`` attempts running."""
+    during = await claim_delays(url, root, purge=True, seconds=0)
+    quiet = await claim_delays(url, root, purge=False, seconds=min(during["seconds"], 30))
+    print(
+        f"  retention purge of {history} attempts ({during['deleted']} runs, batches of 500): "
+        f"{during['seconds']:.1f}s, batch p50 {during['batch_p50'] * 1000:.0f}ms "
+        f"max {during['batch_max'] * 1000:.0f}ms",
+        flush=True,
+    )
+    print(
+        f"  claim delay during the purge: p50 {during['p50']:.1f}ms p99 {during['p99']:.1f}ms "
+        f"over {during['attempts']} attempts; without: p50 {quiet['p50']:.1f}ms "
+        f"p99 {quiet['p99']:.1f}ms over {quiet['attempts']}",
+        flush=True,
+    )
+
+
 async def claim_plan(url: str) -> str:
     """The claim's plan on this database (EXPLAIN, not executed): which indexes it reads."""
     conn = await connect(url)
@@ -183,7 +273,7 @@ async def main(quick: bool) -> None:
         await measure(url, runs // 5, 2, base / "art")
         empty, empty_t50 = await measure(url, runs, 2, base / "art")
         print(f"history=0: {empty:.0f} attempts/s, trigger p50 {empty_t50:.1f}ms", flush=True)
-        history, rate = 0, empty
+        history, measured, rate = 0, 0, empty
         next_run = 10_000_000  # history ids far above the live ones
         for level in levels:
             add = (level - history) // PER_RUN
@@ -199,8 +289,12 @@ async def main(quick: bool) -> None:
                 f"(slowdown {1 - rate / empty:.3f})",
                 flush=True,
             )
+            measured = history
+            if level == levels[0]:
+                await purge_report(url, base / "art", history)
+                history = 0  # the purge deleted it; the next level writes it again
         print(
-            f"history_attempts={history} empty_attempts_per_s={empty:.0f} "
+            f"history_attempts={measured} empty_attempts_per_s={empty:.0f} "
             f"attempts_per_s={rate:.0f} slowdown={1 - rate / empty:.3f}"
         )
     finally:
