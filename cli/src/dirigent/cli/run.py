@@ -222,12 +222,12 @@ def _on_server(
     target: str, local_only: list[str], ask: serverrun.ServerRun, remote: Remote, strict: bool
 ) -> NoReturn:
     if local_only:
-        replying.fail(f"{', '.join(local_only)} only work with --local", process.EXIT_USAGE)
+        replying.fail(f"{', '.join(local_only)} only work with --local", replying.EXIT_USAGE)
     if Path(target).is_file():
         replying.fail(
             f"{target} is a file: run it with --local, or apply it (`dirigent apply -f {target}`) "
             "and run the pipeline by name",
-            process.EXIT_USAGE,
+            replying.EXIT_USAGE,
         )
     run_id, status = serverrun.start(remote, ask)
     if not ask.watch:
@@ -252,21 +252,21 @@ def _run_file(
     docs = read_documents([target], secrets or [])
     if docs.problems:
         _problems(docs.problems)
-        _finish(output, None, "refused", process.EXIT_USAGE)
+        _finish(output, None, "refused", replying.EXIT_USAGE)
     try:
         chosen = _choose(docs, target, pipeline)
         values = build_params(chosen.spec.params, params_file or [], param or [])
     except ProblemsError as err:
         _problems(err.problems)
-        _finish(output, None, "refused", process.EXIT_USAGE)
+        _finish(output, None, "refused", replying.EXIT_USAGE)
     except Refused:
-        _finish(output, None, "refused", process.EXIT_USAGE)
+        _finish(output, None, "refused", replying.EXIT_USAGE)
     try:
         run_id, status = asyncio.run(
             _run_local(docs, chosen, values, span, output, list(enable_unsafe or []), keep)
         )
     except Refused:
-        _finish(output, chosen.metadata.name, "refused", process.EXIT_USAGE)
+        _finish(output, chosen.metadata.name, "refused", replying.EXIT_USAGE)
     except EmbeddedPostgresError as err:
         process.fail(f"the embedded PostgreSQL did not start: {str(err).splitlines()[0]}")
     _finish(output, chosen.metadata.name, status, exit_code(status, strict), run_id)
