@@ -14,6 +14,7 @@ failed or cancelled, 2 for a document, a parameter or a flag that was refused.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -201,7 +202,7 @@ def command(
             target,
             [flag for flag, value in local_only.items() if value],
             serverrun.ServerRun(target, params_file or [], param or [], watch, key, output),
-            Remote(url, token, profile, namespace),
+            lambda: Remote(url, token, profile, namespace),
             strict,
         )
     _run_file(
@@ -219,8 +220,13 @@ def command(
 
 
 def _on_server(
-    target: str, local_only: list[str], ask: serverrun.ServerRun, remote: Remote, strict: bool
+    target: str,
+    local_only: list[str],
+    ask: serverrun.ServerRun,
+    remote: Callable[[], Remote],
+    strict: bool,
 ) -> NoReturn:
+    """``run NAME`` without --local; the server is looked for only once the flags make sense."""
     if local_only:
         replying.fail(f"{', '.join(local_only)} only work with --local", replying.EXIT_USAGE)
     if Path(target).is_file():
@@ -229,7 +235,7 @@ def _on_server(
             "and run the pipeline by name",
             replying.EXIT_USAGE,
         )
-    run_id, status = serverrun.start(remote, ask)
+    run_id, status = serverrun.start(remote(), ask)
     if not ask.watch:
         raise typer.Exit(0)
     _finish(ask.output, ask.name, status, exit_code(status, strict), run_id)
