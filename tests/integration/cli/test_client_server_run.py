@@ -205,3 +205,31 @@ def test_a_profile_names_the_server_and_one_naming_a_database_is_refused(
         assert "database" in one_line_error(refused, 2)
     wrong_token = cli({**env, "MY_DEV_TOKEN": "x" * 20}, tmp_path, "runs", "list")
     assert "DIRIGENT_TOKEN" in one_line_error(wrong_token, 1)
+
+
+SLEEPER = """apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: sleeper}
+spec:
+  steps:
+    nap: {block: core.sleep, config: {seconds: 600}}
+"""
+
+
+def test_a_running_run_is_cancelled_and_its_watch_exits_with_the_outcome(
+    server: dict[str, str], tmp_path: Path
+) -> None:
+    (tmp_path / "sleeper.yaml").write_text(SLEEPER)
+    assert cli(server, tmp_path, "apply", "-f", str(tmp_path / "sleeper.yaml")).returncode == 0
+    started = cli(server, tmp_path, "run", "sleeper", "-o", "json")
+    assert started.returncode == 0, started.stderr
+    run_id = str(records(started)[0]["run_id"])
+
+    cancelled = cli(server, tmp_path, "runs", "cancel", run_id, "--reason", "test", "-o", "yaml")
+    assert cancelled.returncode == 0, cancelled.stderr
+    receipt = yaml.safe_load(cancelled.stdout)
+    assert receipt["kind"] == "cancel" and receipt["run_id"] == int(run_id)
+    watched = cli(server, tmp_path, "runs", "show", run_id, "--watch", "-o", "json")
+    assert watched.returncode == 1, watched.stderr  # a cancelled run is not a success
+    final = cli(server, tmp_path, "runs", "show", run_id, "-o", "json")
+    assert records(final)[0]["status"] == "cancelled"
