@@ -226,12 +226,18 @@ async def _follow_logs(
 ) -> str:
     """Lines after ``cursor`` until the server says the run ended; its final status."""
     while True:
-        async for event in api.follow_logs(namespace, run_id, after=cursor):
-            cursor = event.id or cursor
-            if event.event == "log":
-                emit(LogView.model_validate(event.data))
-            elif event.event == "end":
-                return str(event.data.get("status"))
+        events = api.follow_logs(namespace, run_id, after=cursor)
+        try:
+            async for event in events:
+                cursor = event.id or cursor
+                if event.event == "log":
+                    emit(LogView.model_validate(event.data))
+                elif event.event == "end":
+                    return str(event.data.get("status"))
+        finally:  # closed in this loop when ``end`` returns from inside it, not at exit
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
         # ``expired`` or a closed stream: reopen after the last line seen
 
 
