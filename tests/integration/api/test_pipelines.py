@@ -61,15 +61,25 @@ async def test_apply_refuses_invalid_documents_with_every_problem(api: Api) -> N
     assert refused.value.problem.status == 422
     assert any("no.such.block" in p.message for p in refused.value.problem.problems)
 
+    with pytest.raises(ApiError) as refused:  # secret values belong to Connections and Webhooks
+        await api.client.apply("default", {**doc(SIMPLE), "secretValues": {"x": "y"}})
+    assert refused.value.problem.code == "apply.secrets.unexpected"
+
+
+async def test_a_connection_is_applied_with_the_secret_values_its_refs_name(api: Api) -> None:
     connection = {
         "apiVersion": "dirigent.dev/v1alpha1",
         "kind": "Connection",
         "metadata": {"name": "c"},
-        "spec": {"type": "http"},
+        "spec": {"type": "http", "secrets": {"password": {"name": "creds", "key": "pw"}}},
     }
     with pytest.raises(ApiError) as refused:
         await api.client.apply("default", connection)
-    assert refused.value.problem.code == "apply.kind.not_via_api"
+    assert refused.value.problem.code == "connection.secret.missing"
+    plan = await api.client.apply("default", {**connection, "secretValues": {"password": "s3"}})
+    assert (plan.kind, plan.action) == ("Connection", "created")
+    view = await api.client.get_connection("default", "c")
+    assert "s3" not in view.model_dump_json()
 
 
 async def test_listing_detail_versions_export_and_validate(api: Api) -> None:

@@ -66,11 +66,18 @@ async def test_hooks_are_mounted_at_the_root_and_reads_show_no_token(api: Api) -
     assert len(runs.items) == 1 and runs.items[0].triggered_by_ref == "orders"
 
 
-async def test_webhooks_are_not_applied_through_the_api(api: Api) -> None:
+async def test_a_webhook_is_applied_through_the_api_with_its_token(api: Api) -> None:
     await api.client.apply("default", PIPELINE)
     with pytest.raises(ApiError) as refused:
         await api.client.apply("default", WEBHOOK)
-    assert refused.value.problem.code == "apply.kind.not_via_api"
+    assert refused.value.problem.code == "webhook.token.missing"
+    plan = await api.client.apply("default", {**WEBHOOK, "secretValues": {"token": HOOK_TOKEN}})
+    assert (plan.kind, plan.action) == ("Webhook", "created")
+    again = await api.client.apply("default", WEBHOOK)  # no token: the stored one is kept
+    assert again.action == "unchanged"
+    async with httpx.AsyncClient(base_url=api.url) as http:
+        accepted = await http.post(f"/hooks/{HOOK_TOKEN}", json={"id": 7})
+    assert accepted.status_code == 202, accepted.text
 
 
 async def test_schedules_and_webhooks_are_listed_by_name_in_pages_per_namespace(

@@ -214,3 +214,36 @@ def test_state_is_kept_between_starts_and_wiped_on_request(folder: Path, state: 
     # A fresh database: everything created again; what dev did not create is left alone.
     assert any(r["kind"] == "applied" and r["action"] == "created" for r in third.seen)
     assert (state / "profiles.yaml").read_text() == "mine: {}\n"
+
+
+def test_a_file_removed_while_dev_was_stopped_is_deactivated_at_the_next_start(
+    folder: Path, state: Path
+) -> None:
+    first = Dev(folder, state, free_port(), "t" * 16)
+    first.expect(lambda r: r["kind"] == "ready")
+    assert first.stop() == 0
+
+    (folder / "linear.yaml").unlink()
+    broken = (EXAMPLES / "fan-out.yaml").read_text().replace("block: core.echo", "block: core.x", 1)
+    (folder / "fan-out.yaml").write_text(broken)
+    second = Dev(folder, state, free_port(), "t" * 16)
+    try:
+        ready = second.expect(lambda r: r["kind"] == "ready")
+        gone = [(r["manifest"], r["name"]) for r in second.seen if r["kind"] == "deactivated"]
+        # The removed file's pipeline is deactivated; the broken file keeps its last good one.
+        assert gone == [("Pipeline", "linear")]
+        listing = httpx.get(
+            f"{ready['url']}/api/v1/namespaces/default/pipelines",
+            headers={"Authorization": f"Bearer {'t' * 16}"},
+            timeout=10,
+        ).json()["items"]
+        active = {p["name"]: p["active"] for p in listing}
+        assert active["linear"] is False and active["fan-out"] is True
+    finally:
+        assert second.stop() == 0
+
+    # Restarting again with nothing changed deactivates nothing more.
+    third = Dev(folder, state, free_port(), "t" * 16)
+    third.expect(lambda r: r["kind"] == "ready")
+    assert third.stop() == 0
+    assert not any(r["kind"] == "deactivated" for r in third.seen)

@@ -17,18 +17,11 @@ from typing import Annotated, Any
 import typer
 
 from dirigent.api.client import Client
-from dirigent.api.models import BackfillResult, BackfillWindow
-from dirigent.cli import listing, process
-from dirigent.cli.listing import Format, FormatOption
+from dirigent.api.models import BackfillResult, BackfillWindow, PipelineDetail
+from dirigent.cli import listing, replying
 from dirigent.cli.params import build_params
-from dirigent.cli.remote import (
-    EXIT_REFUSED,
-    NamespaceOption,
-    ProfileOption,
-    Remote,
-    TokenOption,
-    UrlOption,
-)
+from dirigent.cli.remote import NamespaceOption, ProfileOption, Remote, TokenOption, UrlOption
+from dirigent.cli.replying import EXIT_FAILED, EXIT_USAGE, Format, FormatOption
 from dirigent.engine.problems import ProblemsError
 
 COLUMNS: list[listing.Column] = [
@@ -48,10 +41,10 @@ def parse_when(text: str, flag: str) -> datetime:
     try:
         value = datetime.fromisoformat(text)
     except ValueError:
-        process.fail(
+        replying.fail(
             f"{flag} {text!r}: expected a date (2026-01-31) or an RFC 3339 date-time "
             "(2026-01-31T05:00:00Z)",
-            process.EXIT_USAGE,
+            EXIT_USAGE,
         )
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
@@ -61,15 +54,28 @@ def _params(
 ) -> dict[str, Any] | None:
     if not files and not flags:
         return None
+    return server_params(remote, pipeline, files, flags)
+
+
+def server_params(
+    remote: Remote, pipeline: str, files: list[Path], flags: list[str]
+) -> dict[str, Any]:
+    """``-p``/``-P`` typed against the params schema of the pipeline as the server holds it."""
     detail = remote.run(lambda api: api.get_pipeline(remote.namespace, pipeline))
+    return params_for(detail, files, flags)
+
+
+def params_for(detail: PipelineDetail, files: list[Path], flags: list[str]) -> dict[str, Any]:
+    """``-p``/``-P`` typed against ``detail``'s params schema; a refusal is exit 2."""
     spec = (detail.document or {}).get("spec") or {}
     try:
         return build_params(spec.get("params"), files, flags)
     except ProblemsError as err:
-        typer.echo("error: the params are not valid for this pipeline", err=True)
-        for p in err.problems:
-            typer.echo(f"  {p.render()}", err=True)
-        raise typer.Exit(process.EXIT_USAGE) from None
+        replying.fail(
+            f"the params are not valid for pipeline {detail.summary.name}",
+            EXIT_USAGE,
+            err.problems,
+        )
 
 
 def command(
@@ -112,21 +118,15 @@ def command(
         )
 
     result = remote.run(fill)
-    if listing.text_mode(output):
-        # A dry run's ids were rolled back with it: show none.
-        shown = (
-            [w.model_copy(update={"run_id": None}) for w in result.windows]
-            if dry_run
-            else result.windows
-        )
-        listing.console().print(listing.table(COLUMNS, shown))
+    # A dry run's ids were rolled back with it: show none.
+    shown = [w.model_copy(update={"run_id": None}) if dry_run else w for w in result.windows]
+    replying.reply("backfill", result, output, lambda: listing.table(COLUMNS, shown))
+    if replying.text_mode(output):
         made = "would create" if dry_run else "created"
         typer.echo(
             f"{len(result.windows)} window(s) of {schedule}: {result.created} run(s) {made}, "
             f"{result.refused} refused",
             err=True,
         )
-    else:
-        listing.emit_record("backfill", result, output)
     if result.refused:
-        raise typer.Exit(EXIT_REFUSED)
+        raise typer.Exit(EXIT_FAILED)

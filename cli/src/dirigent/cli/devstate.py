@@ -6,6 +6,8 @@ What lives there, and nothing else is touched (``--wipe-state`` removes exactly 
     .dirigent/artifacts/    artifact storage (file://)
     .dirigent/secrets/      webhook tokens minted for the folder's Webhooks, one file each
     .dirigent/secret.key    the key that seals connection secrets (unless DIRIGENT_SECRET_KEY)
+    .dirigent/folders/      per folder served, which file put which manifest in force, so a
+                            file removed while dev was stopped is deactivated at the next start
 
 A profile file or anything else a person keeps in ``.dirigent/`` survives a wipe.
 """
@@ -13,6 +15,7 @@ A profile file or anything else a person keeps in ``.dirigent/`` survives a wipe
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import shutil
 import stat
@@ -21,7 +24,7 @@ from pathlib import Path
 
 __all__ = ["DevState"]
 
-OWNED = ("pgdata", "artifacts", "secrets", "secret.key")
+OWNED = ("pgdata", "artifacts", "secrets", "secret.key", "folders")
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,11 @@ class DevState:
     @property
     def secrets(self) -> Path:
         return self.root / "secrets"
+
+    def applied_record(self, folder: Path) -> Path:
+        """Where what ``folder`` put in force is kept (one file per folder, by its path)."""
+        digest = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:16]
+        return self.root / "folders" / f"{digest}.json"
 
     def wipe(self) -> list[str]:
         """Remove what dirigent created here; the names removed."""

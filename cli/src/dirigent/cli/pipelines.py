@@ -15,9 +15,9 @@ from rich.text import Text
 
 from dirigent.api.client import Client
 from dirigent.api.models import Page, PipelineDetail, PipelineSummary
-from dirigent.cli import listing
-from dirigent.cli.listing import Format, FormatOption
+from dirigent.cli import listing, replying
 from dirigent.cli.remote import NamespaceOption, ProfileOption, Remote, TokenOption, UrlOption
+from dirigent.cli.replying import Format, FormatOption
 
 app = typer.Typer(no_args_is_help=True, help="The pipelines on a server: list, show, export.")
 
@@ -56,7 +56,7 @@ def list_pipelines(
     async def read(api: Client) -> Page[PipelineSummary]:
         return await api.list_pipelines(remote.namespace, limit=limit)
 
-    listing.emit("pipeline", remote.run(read).items, output, COLUMNS)
+    replying.emit("pipeline", remote.run(read).items, output, COLUMNS)
 
 
 @app.command("show")
@@ -76,11 +76,12 @@ def show(
         return detail, await api.export(remote.namespace, name)
 
     detail, document = remote.run(read)
-    if not listing.text_mode(output):
-        listing.emit_record("pipeline", detail, output)
-        return
-    head = listing.table(COLUMNS, [detail.summary])
-    listing.console().print(Group(head, Text(""), Text(document.rstrip())))
+    replying.reply(
+        "pipeline",
+        detail,
+        output,
+        lambda: Group(listing.table(COLUMNS, [detail.summary]), Text(""), Text(document.rstrip())),
+    )
 
 
 @app.command("export")

@@ -1,20 +1,14 @@
-"""What every command that talks to a server shares: the target, the client, the exit codes.
+"""What every command that talks to a server shares: the target and the call.
 
-The client commands (``runs``, ``pipelines``, ``apply``, ``backfill``) never touch the engine:
-they reach a server — ``dirigent dev`` on this machine or ``dirigent api`` in a cluster — over
-``dirigent.api.client.Client``, so they read exactly what the API answers. The server comes
-from ``--url``/``--token``, then ``DIRIGENT_URL``/``DIRIGENT_TOKEN``, then a profile
-(``profiles``); the namespace from ``-n``, ``DIRIGENT_NAMESPACE`` or the profile.
+The client commands (``runs``, ``pipelines``, ``apply``, ``backfill``, ``run NAME``) never touch
+the engine: they reach a server — ``dirigent dev`` on this machine or ``dirigent api`` in a
+cluster — over ``dirigent.api.client.Client``, so they read exactly what the API answers. The
+server comes from ``--url``/``--token``, then ``DIRIGENT_URL``/``DIRIGENT_TOKEN``, then a
+profile (``profiles``); the namespace from ``-n``, ``DIRIGENT_NAMESPACE`` or the profile.
 
-Every expected failure is one line on stderr and an exit code a script can branch on:
-
-====  =====================================================================================
-0     done
-1     the server refused (its Problem code and message; each located problem on its own line)
-      or what was asked for finished badly (an apply with problems, a backfill window refused)
-2     usage: a bad flag or file, no server configured, a profile that cannot be used
-3     the server could not be reached (not running, wrong URL, timed out)
-====  =====================================================================================
+``Remote.run`` turns every expected failure into one line and an exit code (``replying``):
+a Problem from the server is 1, a target that cannot be used is 2, a server that cannot be
+reached is 3 — never a traceback.
 """
 
 from __future__ import annotations
@@ -27,24 +21,20 @@ import httpx
 import typer
 
 from dirigent.api.client import ApiError, Client
-from dirigent.cli import process
+from dirigent.cli import replying
 from dirigent.cli.profiles import ProfileError, Target, resolve_target
-from dirigent.engine.problems import Problem
+from dirigent.cli.replying import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE
 
 __all__ = [
-    "EXIT_REFUSED",
-    "EXIT_UNREACHABLE",
     "NamespaceOption",
     "ProfileOption",
     "Remote",
     "TokenOption",
     "UrlOption",
     "call",
-    "print_problems",
+    "refused",
 ]
 
-EXIT_REFUSED = 1
-EXIT_UNREACHABLE = 3
 T = TypeVar("T")
 
 UrlOption = Annotated[
@@ -77,7 +67,7 @@ class Remote:
         try:
             self.target: Target = resolve_target(url, token, profile, namespace)
         except ProfileError as err:
-            process.fail(str(err), process.EXIT_USAGE)
+            replying.fail(str(err), EXIT_USAGE)
 
     @property
     def namespace(self) -> str:
@@ -99,15 +89,15 @@ def call(target: Target, action: Callable[[Client], Awaitable[T]]) -> T:
     except ApiError as err:
         refused(err, target)
     except (httpx.ConnectError, httpx.ConnectTimeout) as err:
-        process.fail(
+        replying.fail(
             f"cannot reach {target.url} ({_reason(err)}); is the server running? "
             "(`dirigent dev` prints its URL)",
             EXIT_UNREACHABLE,
         )
     except httpx.TimeoutException:
-        process.fail(f"{target.url} did not answer in time", EXIT_UNREACHABLE)
+        replying.fail(f"{target.url} did not answer in time", EXIT_UNREACHABLE)
     except httpx.HTTPError as err:
-        process.fail(f"{target.url}: {_reason(err)}", EXIT_UNREACHABLE)
+        replying.fail(f"{target.url}: {_reason(err)}", EXIT_UNREACHABLE)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
 
@@ -118,18 +108,8 @@ def refused(err: ApiError, target: Target) -> NoReturn:
     hint = ""
     if doc.status == 401:
         hint = " (set DIRIGENT_TOKEN or --token; `dirigent dev` prints one)"
-    if len(doc.problems) > 1 or (doc.problems and doc.problems[0].location):
-        typer.echo(f"error: {doc.code}: {doc.detail}{hint}", err=True)
-        print_problems(doc.problems)
-        raise typer.Exit(EXIT_REFUSED)
-    process.fail(f"{doc.code}: {doc.detail}{hint}", EXIT_REFUSED)
-
-
-def print_problems(problems: list[Problem], where: str = "") -> None:
-    """Each problem on its own stderr line: ``where: location: message [code]``."""
-    for p in problems:
-        at = ": ".join(x for x in (where, p.location) if x)
-        typer.echo(f"  {at + ': ' if at else ''}{p.message} [{p.code}]", err=True)
+    located = len(doc.problems) > 1 or (doc.problems and doc.problems[0].location)
+    replying.fail(f"{doc.code}: {doc.detail}{hint}", EXIT_FAILED, doc.problems if located else ())
 
 
 def _reason(err: Exception) -> str:

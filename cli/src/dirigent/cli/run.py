@@ -1,5 +1,7 @@
 """``dirigent run FILE --local``: apply a document in a throwaway instance, run it, follow it.
 
+(``dirigent run NAME`` without ``--local`` starts a run on a server instead: ``serverrun``.)
+
 The output is the run: step transitions and log lines merged in the order they happened (a
 live step table on a terminal, NDJSON in a pipe), then — when a step failed — the diagnosis
 (step, block, error class, code, message), because the instance is deleted on the way out
@@ -12,15 +14,17 @@ failed or cancelled, 2 for a document, a parameter or a flag that was refused.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 
-from dirigent.cli import process
+from dirigent.cli import process, replying, serverrun
 from dirigent.cli.documents import Documents, read_documents
 from dirigent.cli.params import build_params
+from dirigent.cli.remote import NamespaceOption, ProfileOption, Remote, TokenOption, UrlOption
 from dirigent.cli.rendering import Output, OutputOption, emit_json, is_json, run_renderer
 from dirigent.cli.watching import EngineRunSource, follow
 from dirigent.engine import ProblemsError, RunRequest
@@ -39,8 +43,7 @@ class Refused(Exception):
 
 
 def _problems(problems: list[Problem]) -> None:
-    for p in problems:
-        typer.echo(p.render(), err=True)
+    replying.print_problems(problems)
 
 
 def _choose(docs: Documents, file: Path, pipeline: str | None) -> Pipeline:
@@ -127,7 +130,8 @@ def parse_window(text: str) -> tuple[datetime, datetime]:
     return first, last
 
 
-def _exit_code(status: str, strict: bool) -> int:
+def exit_code(status: str, strict: bool) -> int:
+    """The run's outcome as an exit code (the same for a local run and a server's)."""
     if status == "succeeded":
         return 0
     if status == "completed_with_errors":
@@ -138,7 +142,12 @@ def _exit_code(status: str, strict: bool) -> int:
 
 def command(
     target: Annotated[
-        Path, typer.Argument(help="A manifest file (may hold several documents, Secrets too).")
+        str,
+        typer.Argument(
+            help="With --local, a manifest file (may hold Secrets too); else a pipeline's name "
+            "on the server.",
+            show_default=False,
+        ),
     ],
     local: Annotated[
         bool, typer.Option("--local", help="Run in a throwaway embedded instance.")
@@ -168,37 +177,105 @@ def command(
     ] = None,
     keep: Annotated[bool, typer.Option(help="Keep the throwaway instance's files.")] = False,
     strict: Annotated[bool, typer.Option(help="Exit 1 on completed_with_errors.")] = False,
+    watch: Annotated[
+        bool,
+        typer.Option("--watch", "-w", help="On a server: follow the run; exit with its outcome."),
+    ] = False,
+    key: Annotated[
+        str | None, typer.Option(help="On a server: an idempotency key (one run per key).")
+    ] = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    profile: ProfileOption = None,
+    namespace: NamespaceOption = None,
 ) -> None:
-    """Run one pipeline and follow its progress; the exit code is the run's outcome."""
+    """Run one pipeline (a file --local, or a name on a server); the exit code is its outcome."""
     if not local:
-        process.fail(
-            "running on a server needs the API client, which this build does not have yet; "
-            "add --local to run in a throwaway instance",
-            process.EXIT_USAGE,
+        local_only = {
+            "--pipeline": pipeline,
+            "--secrets": secrets,
+            "--window": window,
+            "--enable-unsafe": enable_unsafe,
+            "--keep": keep,
+        }
+        _on_server(
+            target,
+            [flag for flag, value in local_only.items() if value],
+            serverrun.ServerRun(target, params_file or [], param or [], watch, key, output),
+            lambda: Remote(url, token, profile, namespace),
+            strict,
         )
+    _run_file(
+        Path(target),
+        pipeline,
+        param,
+        params_file,
+        secrets,
+        window,
+        output,
+        enable_unsafe,
+        keep,
+        strict,
+    )
+
+
+def _on_server(
+    target: str,
+    local_only: list[str],
+    ask: serverrun.ServerRun,
+    remote: Callable[[], Remote],
+    strict: bool,
+) -> NoReturn:
+    """``run NAME`` without --local; the server is looked for only once the flags make sense."""
+    if local_only:
+        replying.fail(f"{', '.join(local_only)} only work with --local", replying.EXIT_USAGE)
+    if Path(target).is_file():
+        replying.fail(
+            f"{target} is a file: run it with --local, or apply it (`dirigent apply -f {target}`) "
+            "and run the pipeline by name",
+            replying.EXIT_USAGE,
+        )
+    run_id, status = serverrun.start(remote(), ask)
+    if not ask.watch:
+        raise typer.Exit(0)
+    _finish(ask.output, ask.name, status, exit_code(status, strict), run_id)
+
+
+def _run_file(
+    target: Path,
+    pipeline: str | None,
+    param: list[str] | None,
+    params_file: list[Path] | None,
+    secrets: list[Path] | None,
+    window: str | None,
+    output: Output,
+    enable_unsafe: list[str] | None,
+    keep: bool,
+    strict: bool,
+) -> NoReturn:
     configure_logging(level="WARNING")
     span = parse_window(window) if window else None
     docs = read_documents([target], secrets or [])
     if docs.problems:
         _problems(docs.problems)
-        _finish(output, None, "refused", process.EXIT_USAGE)
+        _finish(output, None, "refused", replying.EXIT_USAGE)
     try:
         chosen = _choose(docs, target, pipeline)
         values = build_params(chosen.spec.params, params_file or [], param or [])
     except ProblemsError as err:
         _problems(err.problems)
-        _finish(output, None, "refused", process.EXIT_USAGE)
+        _finish(output, None, "refused", replying.EXIT_USAGE)
     except Refused:
-        _finish(output, None, "refused", process.EXIT_USAGE)
+        _finish(output, None, "refused", replying.EXIT_USAGE)
     try:
         run_id, status = asyncio.run(
             _run_local(docs, chosen, values, span, output, list(enable_unsafe or []), keep)
         )
     except Refused:
-        _finish(output, chosen.metadata.name, "refused", process.EXIT_USAGE)
+        _finish(output, chosen.metadata.name, "refused", replying.EXIT_USAGE)
     except EmbeddedPostgresError as err:
         process.fail(f"the embedded PostgreSQL did not start: {str(err).splitlines()[0]}")
-    _finish(output, chosen.metadata.name, status, _exit_code(status, strict), run_id)
+    _finish(output, chosen.metadata.name, status, exit_code(status, strict), run_id)
 
 
 def _finish(

@@ -17,10 +17,10 @@ from rich.text import Text
 
 from dirigent.api.client import Client
 from dirigent.api.models import FailureView, LogView, Page, RunDetail, RunSummary
-from dirigent.cli import listing
-from dirigent.cli.listing import Format, FormatOption
+from dirigent.cli import listing, replying
 from dirigent.cli.remote import NamespaceOption, ProfileOption, Remote, TokenOption, UrlOption
 from dirigent.cli.rendering import Output, run_renderer
+from dirigent.cli.replying import EXIT_FAILED, Format, FormatOption
 from dirigent.cli.watching import follow
 from dirigent.engine.views import EngineEvent
 
@@ -80,7 +80,7 @@ def list_runs(
         )
 
     page = remote.run(read)
-    listing.emit("run", page.items, output, COLUMNS)
+    replying.emit("run", page.items, output, COLUMNS)
 
 
 @app.command("show")
@@ -107,12 +107,10 @@ def show(
         return detail, failures
 
     detail, failures = remote.run(read)
-    if not listing.text_mode(output):
-        listing.emit_record("run", detail, output)
+    replying.reply("run", detail, output, lambda: _rendered(detail, failures))
+    if not replying.text_mode(output):
         for f in failures:
-            listing.emit_record("failure", f, output)
-        return
-    listing.console().print(_rendered(detail, failures))
+            replying.emit_record("failure", f, output)
 
 
 def _rendered(detail: RunDetail, failures: list[FailureView]) -> Group:
@@ -166,7 +164,7 @@ class ApiRunSource:
 
 
 def _watch(remote: Remote, run_id: int, output: Format) -> None:
-    chosen = Output.TEXT if listing.text_mode(output) else Output.JSON
+    chosen = Output.TEXT if replying.text_mode(output) else Output.JSON
 
     async def go(api: Client) -> RunDetail:
         with run_renderer(chosen) as renderer:
@@ -180,7 +178,7 @@ def outcome_code(status: str) -> int:
     """0 succeeded (completed_with_errors warns), 1 any other end."""
     if status == "completed_with_errors":
         typer.echo("warning: the run completed with errors", err=True)
-    return 0 if status in ("succeeded", "completed_with_errors") else 1
+    return 0 if status in ("succeeded", "completed_with_errors") else EXIT_FAILED
 
 
 @app.command("logs")
@@ -197,13 +195,13 @@ def logs(
 ) -> None:
     """A run's log lines, oldest first (with --follow, as they are written)."""
     remote = Remote(url, token, profile, namespace)
-    text = listing.text_mode(output)
+    text = replying.text_mode(output)
 
     def emit(line: LogView) -> None:
         if text:
             _print_log(line)
         else:
-            listing.emit_record("log", line, output)
+            replying.emit_record("log", line, output)
 
     async def read(api: Client) -> str | None:
         cursor: str | None = None
@@ -220,7 +218,7 @@ def logs(
 
     status = remote.run(read)
     if status is not None and not text:
-        listing.emit_record("end", {"run": run_id, "status": status}, output)
+        replying.emit_record("end", {"run": run_id, "status": status}, output)
 
 
 async def _follow_logs(
@@ -228,12 +226,18 @@ async def _follow_logs(
 ) -> str:
     """Lines after ``cursor`` until the server says the run ended; its final status."""
     while True:
-        async for event in api.follow_logs(namespace, run_id, after=cursor):
-            cursor = event.id or cursor
-            if event.event == "log":
-                emit(LogView.model_validate(event.data))
-            elif event.event == "end":
-                return str(event.data.get("status"))
+        events = api.follow_logs(namespace, run_id, after=cursor)
+        try:
+            async for event in events:
+                cursor = event.id or cursor
+                if event.event == "log":
+                    emit(LogView.model_validate(event.data))
+                elif event.event == "end":
+                    return str(event.data.get("status"))
+        finally:  # closed in this loop when ``end`` returns from inside it, not at exit
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
         # ``expired`` or a closed stream: reopen after the last line seen
 
 
@@ -243,7 +247,7 @@ def _print_log(line: LogView) -> None:
     text.append(f"{line.step + ': ' if line.step else ''}{line.message}")
     if line.fields:
         text.append("  " + " ".join(f"{k}={v}" for k, v in line.fields.items()), style="dim")
-    listing.console().print(text)
+    replying.console().print(text)
 
 
 @app.command("cancel")
@@ -263,13 +267,10 @@ def cancel(
             remote.namespace, run_id, reason or "cancelled with dirigent runs cancel"
         )
     )
-    if listing.text_mode(output):
-        told = (
-            f"; {receipt.remotes_told} remote job(s) told to stop" if receipt.remotes_told else ""
-        )
-        typer.echo(f"run {receipt.run_id}: {receipt.status}{told}")
-    else:
-        listing.emit_record("cancel", receipt, output)
+    told = f"; {receipt.remotes_told} remote job(s) told to stop" if receipt.remotes_told else ""
+    replying.reply(
+        "cancel", receipt, output, lambda: f"run {receipt.run_id}: {receipt.status}{told}"
+    )
 
 
 @app.command("retry")
@@ -294,11 +295,13 @@ def retry(
     receipt = remote.run(
         lambda api: api.retry(remote.namespace, run_id, step, idempotency_key=chosen)
     )
-    if listing.text_mode(output):
-        again = "" if receipt.created else " (already retried with this key)"
-        typer.echo(
+    again = "" if receipt.created else " (already retried with this key)"
+    replying.reply(
+        "retry",
+        receipt,
+        output,
+        lambda: (
             f"run {receipt.run_id}: step {receipt.step} retried{again}: "
             f"{len(receipt.attempt_ids)} attempt(s); follow with `dirigent runs show {run_id} --watch`"
-        )
-    else:
-        listing.emit_record("retry", receipt, output)
+        ),
+    )

@@ -4,7 +4,9 @@ Every manifest under the folder is applied through ``Engine.apply`` — the same
 same validation as the operator and the REST apply. A file that changes is read again and
 re-applied (an unchanged document costs a digest comparison, not a version). A manifest that
 is gone from the folder is deactivated (``Engine.delete(..., policy="Retain")``), so its
-history stays, as a GitOps prune would leave it.
+history stays, as a GitOps prune would leave it. Which file put which manifest in force is kept
+in ``.dirigent/folders/`` after every sync, so a file removed (or a manifest taken out of a
+file) while dev was stopped is deactivated at the next start, as if it had happened live.
 
 A file with problems is reported with their locations and *not* applied: what it last
 applied stays in force (the last good version), and nothing it owned is deactivated while
@@ -15,6 +17,7 @@ secret values.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,12 +66,35 @@ class FolderSync:
     ) -> None:
         self.engine, self.folder, self.state, self.emit = engine, folder, state, emit
         self._stamps: dict[Path, tuple[int, int]] = {}
-        self._owned: dict[Path, set[Key]] = {}
         self._reported: dict[Path, list[str]] = {}
-        # What this session put in force; a key that leaves the folder is deactivated. (A
-        # file removed while dev was stopped is not noticed: the engine does not record
-        # which folder applied what.)
-        self._applied_ever: set[Key] = set()
+        self._record = state.applied_record(folder)
+        # What the folder put in force, by file, as the last run left it; a key that leaves
+        # the folder is deactivated, also when it left while dev was stopped.
+        self._owned: dict[Path, set[Key]] = self._load()
+        self._applied_ever: set[Key] = set().union(*self._owned.values()) if self._owned else set()
+
+    def _load(self) -> dict[Path, set[Key]]:
+        try:
+            data = json.loads(self._record.read_text(encoding="utf-8"))
+            return {
+                self.folder / rel: {Key(*key) for key in keys}
+                for rel, keys in data["owned"].items()
+            }
+        except FileNotFoundError:
+            return {}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            self.emit({"kind": "note", "message": f"{self._record} is unreadable; starting afresh"})
+            return {}
+
+    def _save(self) -> None:
+        owned = {
+            str(path.relative_to(self.folder)): sorted([k.kind, k.namespace, k.name] for k in keys)
+            for path, keys in sorted(self._owned.items())
+        }
+        self._record.parent.mkdir(parents=True, exist_ok=True)
+        partial = self._record.with_suffix(".tmp")
+        partial.write_text(json.dumps({"folder": str(self.folder.resolve()), "owned": owned}))
+        partial.replace(self._record)  # a crash mid-write leaves the previous record
 
     def _files(self) -> list[Path]:
         files, _ = manifest_files([self.folder])
@@ -117,6 +143,7 @@ class FolderSync:
             self._reported.pop(gone, None)
             self.emit({"kind": "file", "file": str(gone), "status": "removed"})
         await self._deactivate_orphans()
+        self._save()
         return len(set().union(*self._owned.values())) if self._owned else 0
 
     async def _apply_all(

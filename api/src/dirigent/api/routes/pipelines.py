@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Response
 from fastapi.responses import PlainTextResponse
+from pydantic import Field
 
 from dirigent.api.deps import (
     After,
@@ -38,7 +39,23 @@ from dirigent.engine.problems import ProblemsError, problem
 
 router = APIRouter(prefix="/namespaces/{namespace}/pipelines", tags=["pipelines"])
 
-APPLIED_HERE = ("Pipeline", "Schedule")
+CARRY_SECRETS = ("Connection", "Webhook")
+
+
+class ApplyDocument(ManifestDocument):
+    """A manifest, and for a Connection or Webhook the values its ``secretKeyRef``s name.
+
+    A cluster keeps those values in Secrets that the operator reads; a client without one
+    (``dirigent apply -f`` over a folder holding ``v1`` Secret documents) resolves them itself
+    and sends them here. They are sealed at rest like the operator's, never stored in plain,
+    never echoed back. A Webhook's ``token`` is sent only when minting or rotating it.
+    """
+
+    secret_values: dict[str, str] | None = Field(
+        default=None,
+        alias="secretValues",
+        description="Connection: secret field -> value; Webhook: token and hmacSecret.",
+    )
 
 
 @router.get("", operation_id="listPipelines", summary="List pipelines with their run summary")
@@ -61,17 +78,19 @@ async def apply_manifest(
     engine: EngineDep,
     principal: CanApplyPipelines,
     namespace: Namespace,
-    document: Annotated[ManifestDocument, Body(description="The whole manifest, as JSON.")],
+    document: Annotated[ApplyDocument, Body(description="The whole manifest, as JSON.")],
     dry_run: Annotated[bool, Query(description="Plan only; nothing is written.")] = False,
 ) -> ApplyPlan:
-    manifest, problems = parse_manifest(document.model_dump(mode="json", by_alias=True))
+    body = document.model_dump(mode="json", by_alias=True, exclude={"secret_values"})
+    manifest, problems = parse_manifest(body)
     if manifest is None:
         raise ProblemsError(problems)
-    _check_applicable(manifest.kind, manifest.metadata.namespace, namespace)
+    _check_applicable(manifest.kind, manifest.metadata.namespace, namespace, document)
     plan = await engine.plan(manifest, namespace)
     applied = await engine.apply(
         manifest,
         namespace,
+        secret_values=document.secret_values,
         provenance={"source": "api", "by": principal.name},
         dry_run=dry_run,
     )
@@ -102,15 +121,16 @@ async def apply_other_methods() -> None:
     )
 
 
-def _check_applicable(kind: str, declared: str | None, namespace: str) -> None:
-    if kind not in APPLIED_HERE:
+def _check_applicable(
+    kind: str, declared: str | None, namespace: str, document: ApplyDocument
+) -> None:
+    if document.secret_values is not None and kind not in CARRY_SECRETS:
         raise ProblemsError(
             [
                 problem(
-                    "apply.kind.not_via_api",
-                    f"{kind} resources carry secrets and are applied from Kubernetes "
-                    "(kubectl apply); the API applies Pipeline and Schedule manifests",
-                    "kind",
+                    "apply.secrets.unexpected",
+                    f"a {kind} has no secretKeyRefs: drop secretValues",
+                    "secretValues",
                 )
             ]
         )
