@@ -27,7 +27,7 @@ from .admission import judge, spec_changed
 from .bodies import problem_text
 from .connections import delete_connection, reconcile_connection, secret_references
 from .context import Context, Outcome
-from .health import connection_health
+from .health import keep_checking
 from .kube import VERSION, ObjectRef
 from .pipelines import delete_pipeline, reconcile_pipeline, required_connections
 from .trigger_status import refresh_trigger
@@ -202,22 +202,16 @@ def _connection_handlers(r: kopf.OperatorRegistry, ctx: Context) -> None:
     async def connection_deleted(**kw: Any) -> None:
         await delete_connection(ctx, kw["body"])
 
-    # The first check waits for the object to be quiet (its reconcile written), then repeats.
-    every = ctx.settings.health_check_seconds
-
-    @kopf.timer(
+    @kopf.daemon(
         API_GROUP,
         VERSION,
         "connections",
         registry=r,
         id="connection-health",
-        interval=every,
-        idle=min(2.0, every),
+        cancellation_timeout=1.0,
     )
     async def connection_checked(**kw: Any) -> None:
-        status = await connection_health(ctx, kw["body"])
-        for key, value in (status or {}).items():
-            kw["patch"].status[key] = value
+        await keep_checking(ctx, kw["body"], kw["stopped"])
 
     @kopf.on.event("", "v1", "secrets", registry=r, id="secret-changed")
     async def secret_changed(**kw: Any) -> None:
