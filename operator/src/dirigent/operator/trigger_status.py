@@ -106,7 +106,9 @@ def _changed(body: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, An
     return {k: v for k, v in status.items() if live.get(k) != v}
 
 
-async def _wanted(ctx: Context, kind: str, ns: str, name: str, body: Mapping[str, Any]) -> Any:
+async def _wanted(
+    ctx: Context, kind: str, ns: str, name: str, body: Mapping[str, Any]
+) -> dict[str, Any] | None:
     if kind == "Schedule":
         view = await ctx.engine.schedule(ns, name)
         if view is None:
