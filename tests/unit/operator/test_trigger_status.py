@@ -112,3 +112,16 @@ def test_a_webhook_shows_its_last_delivery_refusals_included() -> None:
     last = delivery_status(view, accepted)["lastDelivery"]
     assert (last["outcome"], last["runId"]) == ("Accepted", "12")
     assert delivery_status(view, None) == {}
+
+
+def test_a_status_the_server_already_holds_is_not_patched_again() -> None:
+    from dirigent.operator.trigger_status import _changed
+
+    wanted = firing_status(VIEW, firing("failed", None, "refused"), None, {})
+    # what the API server keeps after the merge patch: None values are removed keys
+    live = {
+        k: ({kk: vv for kk, vv in v.items() if vv is not None} if isinstance(v, dict) else v)
+        for k, v in wanted.items()
+    }
+    assert _changed({"status": live}, wanted) == {}
+    assert set(_changed({"status": {}}, wanted)) == set(wanted)

@@ -101,9 +101,16 @@ def delivery_status(view: WebhookView, delivery: DeliveryView | None) -> dict[st
     }
 
 
+def _compact(value: Any) -> Any:
+    """A value as the API server keeps it: a merge patch's None removes a key, never stores it."""
+    if isinstance(value, Mapping):
+        return {k: _compact(v) for k, v in value.items() if v is not None}
+    return value
+
+
 def _changed(body: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
     live = body.get("status") or {}
-    return {k: v for k, v in status.items() if live.get(k) != v}
+    return {k: v for k, v in status.items() if _compact(live.get(k)) != _compact(v)}
 
 
 async def _wanted(
