@@ -7,9 +7,13 @@ read back with kubectl, runs started and read through the engine's door.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
+import http.server
+import threading
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -262,6 +266,95 @@ def test_a_changed_secret_is_used_by_the_next_step(
     wait_until(
         lambda: token_digest_of_next_run() == second, what="the new token in use", timeout=30
     )
+
+
+class Loopback:
+    """A real HTTP server on loopback: 200 to every GET, recording the Authorization header."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        seen = self.seen
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                seen.append(self.headers.get("Authorization", ""))
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/status"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Nothing listens on the port afterwards: a check meets a refused connection."""
+        if self.thread.is_alive():
+            self.server.shutdown()
+            self.server.server_close()
+            self.thread.join(5)
+
+
+@contextlib.contextmanager
+def loopback() -> Iterator[Loopback]:
+    server = Loopback()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def condition_of(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    [found] = [c for c in obj["status"]["conditions"] if c["type"] == type_]
+    return dict(found)
+
+
+def test_a_connection_is_healthy_while_its_server_answers(
+    operator: Any, given: Given, namespace: str
+) -> None:
+    # Given an operator that checks Connections every second (the session's checks every 300 s)
+    for proc in operator.operators:
+        operator.kill(proc)
+    checking = operator.start_operator(DIRIGENT_OPERATOR_HEALTH_CHECK_SECONDS="1")
+    try:
+        with loopback() as server:
+            # And an http Connection to a real server on loopback, its token in a Secret
+            conn = {
+                "apiVersion": API,
+                "kind": "Connection",
+                "metadata": {"name": "status-api"},
+                "spec": {
+                    "type": "http",
+                    "settings": {"url": server.url},
+                    "secrets": {"token": {"name": "status-credentials", "key": "token"}},
+                },
+            }
+            given.objects(secret("status-credentials", token="e2e-token")).when.applied()
+            then = ready(given.objects(conn).when.applied().then)
+            # Then its check reaches the server, with the sealed token opened, and it is Healthy
+            then.condition("Healthy", "True", timeout=30)
+            healthy = condition_of(then.get(), "Healthy")
+            assert healthy["reason"] == "Reachable", healthy
+            assert f"GET {server.url} answered 200" == healthy["message"]
+            assert "Bearer e2e-token" in server.seen
+            assert then.get()["status"]["lastCheck"]["healthy"] is True
+
+            # When the server stops, Then the next check makes it Healthy=False, saying why
+            server.stop()
+            then.condition("Healthy", "False", timeout=30)
+            unhealthy = condition_of(then.get(), "Healthy")
+            assert unhealthy["reason"] == "Unreachable", unhealthy
+            assert f"{server.url} is unreachable" in unhealthy["message"]
+            assert unhealthy["lastTransitionTime"] >= healthy["lastTransitionTime"]
+            assert then.get()["status"]["lastCheck"]["healthy"] is False
+            # And Ready still says the engine holds the Connection: health is its own condition
+            assert condition_of(then.get(), "Ready")["status"] == "True"
+    finally:
+        operator.kill(checking)  # later tests get the session's kind of operator back
 
 
 # --- Crashes and takeover ------------------------------------------------------------------

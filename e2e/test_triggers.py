@@ -120,6 +120,35 @@ def test_a_schedule_resource_fires_its_pipeline(
     }
 
 
+def test_a_refused_firing_shows_on_the_schedule(
+    operator: Any, api: str, given: Given, engine_client: EngineClient, namespace: str
+) -> None:
+    # Given a Pipeline that allows one run at a time, and whose run takes a while
+    steps = {"nap": {"block": "core.sleep", "config": {"seconds": 30}}}
+    body = {"concurrency": "Skip", "steps": steps}
+    single = {"apiVersion": API, "kind": "Pipeline", "metadata": {"name": "single"}, "spec": body}
+    ready(given.objects(single).when.applied().then)
+    # When a one-second Schedule fires it: the first firing starts a run, the next is refused
+    schedule = trigger("Schedule", "too-often", pipeline="single", interval="1s")
+    then = ready(given.objects(schedule).when.applied().then)
+
+    # Then the Schedule says so: the last firing failed, with the engine's message
+    then.condition("Firing", "False", timeout=40)
+    status = then.get()["status"]
+    firing = status["lastFiring"]
+    assert firing["result"] == "Failed" and firing.get("runId") is None, firing
+    assert "concurrency: Skip" in firing["message"], firing
+    [cond] = [c for c in status["conditions"] if c["type"] == "Firing"]
+    assert cond["reason"] == "FiringFailed" and "concurrency: Skip" in cond["message"], cond
+    # And the run the first firing started is still its last run
+    [run] = runs_of(engine_client, namespace, "single", "schedule")
+    assert status["lastRun"]["id"] == str(run.id), status
+    # And the engine's firing history holds both outcomes
+    firings = engine_client.call(lambda e: e.firings(namespace, "too-often"))
+    assert {f.result for f in firings} == {"fired", "failed"}
+    engine_client.call(lambda e: e.cancel_run(namespace, run.id, reason="test over"))
+
+
 def test_a_webhook_token_from_its_secret_starts_a_run(
     operator: Any,
     api: str,
@@ -131,7 +160,7 @@ def test_a_webhook_token_from_its_secret_starts_a_run(
     # Given a Pipeline and a Webhook mapping the payload's word to the param
     ready(given.objects(pipeline("hooked")).when.applied().then)
     hook = trigger("Webhook", "inbound", pipeline="hooked", paramsFromPayload={"word": "$.word"})
-    ready(given.objects(hook).when.applied().then)
+    hooked = ready(given.objects(hook).when.applied().then)
     # And the token the operator minted, read from its Secret as the Webhook's owner would
     secret = kubectl.json("get", "secret", "inbound-token", "-n", namespace)
     token = base64.b64decode(secret["data"]["token"]).decode()
@@ -154,6 +183,20 @@ def test_a_webhook_token_from_its_secret_starts_a_run(
     # And both deliveries are recorded, the refusal under no webhook (its token was unknown)
     deliveries = engine_client.call(lambda e: e.deliveries(namespace, "inbound"))
     assert [(d.status_code, d.run_id) for d in deliveries] == [(202, run_id)]
+    # And the Webhook's status shows that delivery and its run (fed by the run's events)
+    hooked.field("status.lastDelivery.outcome", equals="Accepted", timeout=30)
+    last = hooked.get()["status"]["lastDelivery"]
+    assert (last["runId"], last["statusCode"]) == (str(run_id), 202), last
+    assert last["time"], last
+
+    # When a delivery is refused (its param does not fit the schema), Then status shows it
+    # too, though it started no run (the operator's periodic status refresh)
+    refused = httpx.post(f"{api}/hooks/{token}", json={"word": 5}, timeout=10)
+    assert refused.status_code >= 400, refused.text
+    hooked.field("status.lastDelivery.outcome", equals="Refused", timeout=40)
+    last = hooked.get()["status"]["lastDelivery"]
+    assert (last.get("runId"), last["statusCode"]) == (None, refused.status_code), last
+    assert last["reason"] == refused.json()["code"], (last, refused.text)
 
 
 def test_an_alert_that_cannot_be_delivered_is_a_warning_event(

@@ -101,3 +101,48 @@ async def test_every_door_counts_the_runs_it_starts(db_url: str, tmp_path: Path)
         )
     finally:
         await database.close()
+
+
+CHILD = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: child}
+spec:
+  steps:
+    a: {block: core.noop}
+"""
+
+PARENT = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: parent}
+spec:
+  steps:
+    call: {block: pipeline.run, poll: 100ms, config: {pipeline: child}}
+"""
+
+
+async def test_a_run_started_by_a_step_is_counted_by_the_worker(
+    db_url: str, tmp_path: Path
+) -> None:
+    # Given a parent whose step starts a child run (``pipeline.run``), and a worker
+    database = await Database.connect(db_url, max_size=10)
+    try:
+        engine = Engine(settings_for(db_url, tmp_path / "a"), database, discover())
+        h = Harness(engine, database.pool, db_url)
+        await h.apply(CHILD)
+        await h.apply(PARENT)
+        parent = await h.run("parent")
+        async with h.workers(1) as [worker]:
+            assert await h.until_settled(parent.run_id, timeout=30) == "succeeded"
+        # Then the child run counts once under trigger "pipeline", in the registry the
+        # worker process serves, beside the parent's own start (counted by its door)
+        labels = {"namespace": "default", "pipeline": "child", "trigger": "pipeline"}
+        registry = worker.metrics.registry
+        assert registry.get_sample_value("dirigent_runs_started_total", labels) == 1
+        mine = {"namespace": "default", "pipeline": "parent", "trigger": "api"}
+        assert engine.registry.get_sample_value("dirigent_runs_started_total", mine) == 1
+        children = await h.fetchval("SELECT count(*) FROM runs WHERE parent_run_id IS NOT NULL")
+        assert children == 1
+    finally:
+        await database.close()

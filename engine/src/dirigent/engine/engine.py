@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry
 
 from dirigent.engine import planning
 from dirigent.engine.applying import Applied, apply_manifest
+from dirigent.engine.health import ConnectionHealth, check_opened
 from dirigent.engine.intake import HookAnswer, WebhookIntake
 from dirigent.engine.manifests.export import to_yaml
 from dirigent.engine.manifests.loading import Manifest, parse_manifest
@@ -657,6 +658,27 @@ class Engine:
 
     async def connection(self, namespace: str, name: str) -> ConnectionView | None:
         return await self._read(lambda c: api_reads.connection(c, namespace, name))
+
+    async def check_connection(
+        self, namespace: str, name: str, *, within: float = 30.0
+    ) -> ConnectionHealth | None:
+        """Run the connection kind's ``check()`` here, with the connection opened (its sealed
+        fields need this engine's secret key); None when there is no such connection.
+
+        Never raises for the connection's sake: see ``dirigent.engine.health`` for the reasons.
+        """
+        view = await self.connection(namespace, name)
+        if view is None:
+            return None
+
+        async def opened() -> dict[str, Any]:
+            found = await self._read(
+                lambda c: connections_store.open_connection(c, namespace, name, self.sealer)
+            )
+            return found if found is not None else {}
+
+        kind = self.catalog.connection_kinds.get(view.type)
+        return await check_opened(view.type, kind, opened, within=within)
 
     async def workers(self, *, cursor: str | None = None, limit: int = 100) -> Page[WorkerView]:
         after = decode_key(cursor, str)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from dirigent.engine.trigger_metrics import RunMetrics
+
 _DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
 
@@ -60,6 +62,9 @@ class WorkerMetrics:
             "Attempts parked as waiting (sampled by the sweeper).",
             registry=r,
         )
+        # Runs a step starts (``pipeline.run``) are created here, on the worker path: they
+        # count in the same ``dirigent_runs_started`` as every other door (trigger=pipeline).
+        self.runs_started = RunMetrics(r)
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:
         """Serve /metrics on its own port (not the API's), in a background thread."""

@@ -70,7 +70,8 @@ class RunMetrics:
         self.registry = registry or CollectorRegistry()
         self.runs_started = Counter(
             "dirigent_runs_started",
-            "Runs created, by pipeline and trigger (api, cli, schedule, webhook, backfill).",
+            "Runs created, by pipeline and trigger "
+            "(api, cli, schedule, webhook, backfill, pipeline: started by a step).",
             ["namespace", "pipeline", "trigger"],
             registry=self.registry,
         )

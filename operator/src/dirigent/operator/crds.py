@@ -191,6 +191,26 @@ _LAST_RUN = _obj(
     failedStep=_s("The first step that failed, if any."),
 )
 
+_LAST_FIRING = _obj(
+    "The schedule's newest firing, failed ones included (the engine's firing history).",
+    time=_TIME,
+    scheduledFor=_TIME,
+    result=_s("Fired (a run was created) or Failed (refused, see message)."),
+    runId=_s("The run it started, if any."),
+    misfire={"type": "boolean"},
+    message=_s("Why the firing failed."),
+)
+
+_LAST_DELIVERY = _obj(
+    "The webhook's newest delivery, refusals included.",
+    time=_TIME,
+    outcome=_s("Accepted or Refused."),
+    statusCode={"type": "integer", "format": "int64"},
+    runId=_s("The run it started, if any."),
+    reason=_s("The refusal's problem code."),
+    message=_s("What the refusal said."),
+)
+
 _PROBLEMS: Schema = {
     "description": "What the engine's validation refused, one entry per problem.",
     "type": "array",
@@ -272,7 +292,7 @@ KIND_SPECS: tuple[KindSpec, ...] = (
         model=Schedule,
         plural="schedules",
         short_names=("dsch",),
-        status=_status(nextFire=_TIME, lastFired=_TIME, lastRun=_LAST_RUN),
+        status=_status(nextFire=_TIME, lastFired=_TIME, lastRun=_LAST_RUN, lastFiring=_LAST_FIRING),
         columns=(
             _column("Pipeline", ".spec.pipeline"),
             _column("Cron", ".spec.cron"),
@@ -298,10 +318,13 @@ KIND_SPECS: tuple[KindSpec, ...] = (
         status=_status(
             tokenSecret=_s("The Secret holding the webhook's token."),
             path=_s("The URL path deliveries are posted to."),
+            lastDelivery=_LAST_DELIVERY,
         ),
         columns=(
             _column("Pipeline", ".spec.pipeline"),
             _column("Enabled", ".spec.enabled", "boolean"),
+            _column("Last Delivery", ".status.lastDelivery.outcome"),
+            _column("Delivered", ".status.lastDelivery.time", "date"),
             _column("Token Secret", ".status.tokenSecret", priority=1),
             _AGE,
         ),

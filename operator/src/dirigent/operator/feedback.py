@@ -5,8 +5,8 @@ fails. This loop follows the engine's transitions (``Engine.subscribe``) and, fo
 transition, rewrites its Pipeline's ``runsInFlight`` and ``lastRun`` from the engine's
 summary; a run that fails also raises a Warning Event (reason RunFailed, the failed step and
 its message) on the Pipeline, which ``kubectl describe`` shows; an alert that could not be
-delivered raises one too (``alerting``); a run a Schedule started rewrites that Schedule's
-next and last fire and last run (``schedule_status``).
+delivered raises one too (``alerting``); a run a Schedule or a Webhook started rewrites that
+trigger's status: next and last fire, last firing, last delivery, last run (``trigger_status``).
 
 Invariants:
 - the subscription resumes from a durable cursor (kept by ``leadership`` in the Lease the
@@ -28,7 +28,7 @@ from dirigent.engine.views import EngineEvent, LastRun, PipelineSummary
 from .alerting import alert_failed
 from .context import Context, log
 from .kube import ApiException, ObjectRef
-from .schedule_status import schedule_run
+from .trigger_status import trigger_run
 
 __all__ = ["Feedback", "summary_status"]
 
@@ -94,7 +94,7 @@ class Feedback:
         if run is None:
             return
         await self.refresh(event.namespace, run.pipeline)
-        await schedule_run(self.ctx, run)
+        await trigger_run(self.ctx, run)
         ref = self.pipelines().get((event.namespace, run.pipeline))
         if event.status == "failed" and event.previous != "failed" and ref is not None:
             where = f"step {run.failed_step}" if run.failed_step else "the run"

@@ -27,8 +27,10 @@ from .admission import judge, spec_changed
 from .bodies import problem_text
 from .connections import delete_connection, reconcile_connection, secret_references
 from .context import Context, Outcome
+from .health import keep_checking
 from .kube import VERSION, ObjectRef
 from .pipelines import delete_pipeline, reconcile_pipeline, required_connections
+from .trigger_status import refresh_trigger
 from .triggers import delete_trigger, reconcile_trigger
 
 __all__ = ["build_registry"]
@@ -168,6 +170,19 @@ def _trigger_handlers(r: kopf.OperatorRegistry, ctx: Context) -> None:
         async def trigger_deleted(**kw: Any) -> None:
             await delete_trigger(ctx, kw["body"])
 
+        # Failed firings and refused deliveries start no run, so no engine event shows them.
+        @kopf.timer(
+            API_GROUP,
+            VERSION,
+            plural,
+            registry=r,
+            id="trigger-status",
+            interval=ctx.settings.resync_seconds,
+        )
+        async def trigger_status(**kw: Any) -> None:
+            body = kw["body"]
+            await refresh_trigger(ctx, body["kind"], kw["namespace"], kw["name"], body)
+
 
 def _connection_handlers(r: kopf.OperatorRegistry, ctx: Context) -> None:
     @kopf.on.resume(API_GROUP, VERSION, "connections", registry=r, id="connection")
@@ -186,6 +201,17 @@ def _connection_handlers(r: kopf.OperatorRegistry, ctx: Context) -> None:
     @kopf.on.delete(API_GROUP, VERSION, "connections", registry=r, id="connection-deleted")
     async def connection_deleted(**kw: Any) -> None:
         await delete_connection(ctx, kw["body"])
+
+    @kopf.daemon(
+        API_GROUP,
+        VERSION,
+        "connections",
+        registry=r,
+        id="connection-health",
+        cancellation_timeout=1.0,
+    )
+    async def connection_checked(**kw: Any) -> None:
+        await keep_checking(ctx, kw["body"], kw["stopped"])
 
     @kopf.on.event("", "v1", "secrets", registry=r, id="secret-changed")
     async def secret_changed(**kw: Any) -> None:

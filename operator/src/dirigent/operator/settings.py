@@ -51,4 +51,7 @@ class OperatorSettings(BaseSettings):
     health_check_seconds: float = Field(
         default=300.0, gt=0, description="How often a Connection's check() runs."
     )
+    health_check_timeout: float = Field(
+        default=10.0, gt=0, description="How long one check() may take before it is Unhealthy."
+    )
     hook_base_path: str = Field(default="/hooks", description="Path prefix of webhook URLs.")

@@ -21,6 +21,7 @@ from dirigent.engine.store import lineage
 from dirigent.engine.store.pool import Connection
 from dirigent.engine.store.runs import RunRequest
 from dirigent.engine.store.versions import VersionCache
+from dirigent.engine.trigger_metrics import RunMetrics
 from dirigent.sdk import BlockFailure, ErrorClass, JsonValue, Message, RunSnapshot, StartedRun
 
 ConnFactory = Callable[[], AbstractAsyncContextManager[Connection]]
@@ -51,6 +52,7 @@ class StepRuns:
         attempt_id: int,
         enabled_unsafe: Collection[str] = (),
         cancel_remotes: CancelRemotes | None = None,
+        metrics: RunMetrics | None = None,
     ) -> None:
         self._conn = conn_factory
         self._catalog = catalog
@@ -60,6 +62,7 @@ class StepRuns:
         self._attempt_id = attempt_id
         self._enabled_unsafe = enabled_unsafe
         self._cancel_remotes = cancel_remotes
+        self._metrics = metrics
         self._versions = VersionCache()
 
     async def start(
@@ -97,6 +100,8 @@ class StepRuns:
             raise BlockFailure(
                 REFUSED, error_class=ErrorClass.REJECTED, pipeline=pipeline, why=why
             ) from err
+        if created.created and self._metrics is not None:  # counted once, after the commit
+            self._metrics.started(self._namespace, pipeline, "pipeline")
         return StartedRun(
             run_id=created.run_id,
             namespace=self._namespace,

@@ -38,6 +38,7 @@ from dirigent.engine.storage import FileStorage
 from dirigent.engine.store.connections import open_connection
 from dirigent.engine.store.crypto import SealError, SecretSealer
 from dirigent.engine.store.upstream import read_upstream
+from dirigent.engine.trigger_metrics import RunMetrics
 from dirigent.sdk import BlockFailure, ErrorClass, NotYet, Operator, RemoteHandle, Sensor
 
 T = TypeVar("T")
@@ -74,6 +75,7 @@ class Settings:
     enabled_unsafe: frozenset[str]
     inline_artifact_max: int
     sealer: SecretSealer | None = None
+    runs_started: RunMetrics | None = None  # child runs (``pipeline.run``) are counted here
 
 
 def failure(
@@ -484,6 +486,7 @@ def _step_runs(conn_factory: Any, a: Claimed, catalog: Catalog, settings: Settin
         step=a.step,
         attempt_id=a.id,
         enabled_unsafe=settings.enabled_unsafe,
+        metrics=settings.runs_started,
     )
 
 

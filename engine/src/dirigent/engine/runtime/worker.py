@@ -89,7 +89,12 @@ class Worker:
         self.config = config
         self.id = config.worker_id
         self.versions = VersionCache()
-        self._settings = Settings(config.enabled_unsafe, config.inline_artifact_max, config.sealer)
+        self._settings = Settings(
+            config.enabled_unsafe,
+            config.inline_artifact_max,
+            config.sealer,
+            runs_started=self.metrics.runs_started,
+        )
         self._tasks: dict[int, asyncio.Task[None]] = {}
         # Outcomes wait here for the settler, which records whatever has gathered in one
         # transaction: a wide fan-out settles in batches instead of one commit per item.
