@@ -16,10 +16,13 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from dirigent.engine import Engine
 from dirigent.engine.views import EngineEvent, FailureView, LogView, Page, RunDetail, encode_cursor
+
+if TYPE_CHECKING:
+    # Only for the annotation: a client command must not load the store to watch a run.
+    from dirigent.engine import Engine
 
 __all__ = ["TERMINAL", "EngineRunSource", "Record", "RunSource", "follow"]
 
