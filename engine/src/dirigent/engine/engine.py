@@ -295,6 +295,7 @@ class Engine:
             catalog=self.catalog,
             storage=self.storage,
             versions=self.versions,
+            sealer=self.sealer,
         )
 
     async def retry(
@@ -640,7 +641,7 @@ class Engine:
         manifest, problems = parse_manifest(doc)
         if not isinstance(manifest, Pipeline):
             return problems
-        names = await self._read(lambda c: connections_store.connection_names(c, namespace))
+        names = await self._read(lambda c: connections_store.connection_kinds(c, namespace))
         return check_pipeline(manifest) + check_against_catalog(
             manifest, self.catalog, connections=names, enabled_unsafe=self.enabled_unsafe
         )
@@ -775,6 +776,7 @@ def _block_view(entry: BlockEntry) -> BlockView:
         summary=spec.summary,
         description=spec.description,
         local_execution=entry.local_execution,
+        connection_fields={f.field: list(f.kinds) for f in spec.connection_fields},
         config_schema=entry.config_schema,
         output_schema=entry.output_schema,
     )

@@ -310,6 +310,10 @@ class BlockView(_View):
     summary: str = ""
     description: str = ""
     local_execution: bool = False
+    connection_fields: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Config fields that name a connection -> the kinds each takes (empty: any).",
+    )
     config_schema: dict[str, Any] = Field(default_factory=dict)
     output_schema: dict[str, Any] = Field(default_factory=dict)
 
