@@ -253,14 +253,20 @@ async def test_cancelling_the_run_deletes_the_job(
     h: Harness, kubectl: Kubectl, namespace: str
 ) -> None:
     await h.apply(docker_pipeline("held", namespace, resources=PENDING_FOREVER))
-    run_id = await start(h, "held")
+    run_id = await cancel_while_waiting(h, kubectl, namespace, "held")
+    assert await h.status(run_id) == "cancelled"
+
+
+async def cancel_while_waiting(h: Harness, kubectl: Kubectl, namespace: str, name: str) -> int:
+    """Run ``name`` until its one Job waits, cancel the run, and see the Job deleted."""
+    run_id = await start(h, name)
     async with h.workers(1, **FAST):
         await until_waiting(h, run_id)
         assert len(jobs(kubectl, namespace, run_id)) == 1
         told = await h.engine.cancel_run(h.namespace, run_id, reason="test")
     assert told == 1
     await until(lambda: not jobs(kubectl, namespace, run_id), "the Job to be deleted")
-    assert await h.status(run_id) == "cancelled"
+    return run_id
 
 
 async def test_a_job_deleted_behind_the_engines_back_ends_as_lost(
@@ -487,13 +493,7 @@ async def test_cancel_reaches_the_job_through_its_cluster_connection(
     await h.apply(
         docker_pipeline("held-there", namespace, cluster="elsewhere", resources=PENDING_FOREVER)
     )
-    run_id = await start(h, "held-there")
-    async with h.workers(1, **FAST):
-        await until_waiting(h, run_id)
-        assert len(jobs(kubectl, namespace, run_id)) == 1
-        told = await h.engine.cancel_run(h.namespace, run_id, reason="test")
-    assert told == 1
-    await until(lambda: not jobs(kubectl, namespace, run_id), "the Job to be deleted")
+    await cancel_while_waiting(h, kubectl, namespace, "held-there")
 
 
 async def test_a_cluster_naming_a_connection_of_another_kind_is_refused_at_apply(

@@ -68,6 +68,7 @@ from dirigent.engine.validation.pipelines import check_pipeline
 from dirigent.engine.views import (
     ArtifactView,
     AttemptView,
+    BackfillRequest,
     BackfillResult,
     BlockView,
     ConnectionView,
@@ -512,27 +513,20 @@ class Engine:
         return await self._intake.receive(token, headers, body)
 
     async def backfill(
-        self,
-        namespace: str,
-        pipeline: str,
-        *,
-        schedule: str,
-        start: datetime,
-        end: datetime,
-        params: dict[str, Any] | None = None,
-        dry_run: bool = False,
+        self, namespace: str, pipeline: str, request: BackfillRequest
     ) -> BackfillResult:
-        """One run per window of ``schedule`` in ``[start, end)``; ``dry_run`` keeps none."""
+        """One run per window of a schedule in ``[start, end)``; a dry run keeps none."""
+        dry_run = request.dry_run
 
         async def write(conn: Connection) -> BackfillResult:
             result = await backfill_store.backfill(
                 conn,
                 namespace,
                 pipeline,
-                schedule=schedule,
-                start=start,
-                end=end,
-                params=params,
+                schedule=request.schedule,
+                start=request.start,
+                end=request.end,
+                params=request.params,
                 create=self._create_run,
                 dry_run=dry_run,
             )

@@ -9,36 +9,15 @@ from fastapi import APIRouter
 from dirigent.api.deps import CanGetSchedules, CanGetWebhooks, EngineDep, Limit, Namespace
 from dirigent.api.models import DeliveryView, FiringView, ScheduleView, WebhookView
 from dirigent.api.problems import existing
-from dirigent.api.routes.named import Name, NamedReads, add_named_reads
+from dirigent.api.routes.named import Name, add_named_reads
 
 router = APIRouter(prefix="/namespaces/{namespace}", tags=["triggers"])
 
-add_named_reads(
-    router,
-    NamedReads(
-        plural="schedules",
-        kind="schedule",
-        model=ScheduleView,
-        page=lambda engine, ns, after, limit: engine.schedules(ns, cursor=after, limit=limit),
-        one=lambda engine, ns, name: engine.schedule(ns, name),
-        list_summary="List schedules by name",
-        get_summary="One schedule's state",
-    ),
-    operation="Schedule",
-)
-add_named_reads(
-    router,
-    NamedReads(
-        plural="webhooks",
-        kind="webhook",
-        model=WebhookView,
-        page=lambda engine, ns, after, limit: engine.webhooks(ns, cursor=after, limit=limit),
-        one=lambda engine, ns, name: engine.webhook(ns, name),
-        list_summary="List webhooks by name (tokens never shown)",
-        get_summary="One webhook's state",
-    ),
-    operation="Webhook",
-)
+for view, kind, list_summary, get_summary in (
+    (ScheduleView, "schedule", "List schedules by name", "One schedule's state"),
+    (WebhookView, "webhook", "List webhooks by name (tokens never shown)", "One webhook's state"),
+):
+    add_named_reads(router, view, kind, list_summary, get_summary)
 
 
 @router.get(
