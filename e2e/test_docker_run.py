@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from dirigent.engine.manifests import parse_manifest
+from dirigent.engine.problems import ProblemsError
 from e2e.harness.clusters import Cluster
 from e2e.harness.kwok import EXIT_CODE_ANNOTATION
 from e2e.kubectl import Kubectl
@@ -252,14 +253,20 @@ async def test_cancelling_the_run_deletes_the_job(
     h: Harness, kubectl: Kubectl, namespace: str
 ) -> None:
     await h.apply(docker_pipeline("held", namespace, resources=PENDING_FOREVER))
-    run_id = await start(h, "held")
+    run_id = await cancel_while_waiting(h, kubectl, namespace, "held")
+    assert await h.status(run_id) == "cancelled"
+
+
+async def cancel_while_waiting(h: Harness, kubectl: Kubectl, namespace: str, name: str) -> int:
+    """Run ``name`` until its one Job waits, cancel the run, and see the Job deleted."""
+    run_id = await start(h, name)
     async with h.workers(1, **FAST):
         await until_waiting(h, run_id)
         assert len(jobs(kubectl, namespace, run_id)) == 1
         told = await h.engine.cancel_run(h.namespace, run_id, reason="test")
     assert told == 1
     await until(lambda: not jobs(kubectl, namespace, run_id), "the Job to be deleted")
-    assert await h.status(run_id) == "cancelled"
+    return run_id
 
 
 async def test_a_job_deleted_behind_the_engines_back_ends_as_lost(
@@ -409,3 +416,90 @@ async def until_row(h: Harness, run_id: int, check: Any, what: str) -> None:
             return
         assert asyncio.get_running_loop().time() < deadline, f"no {what}: {attempt}"
         await asyncio.sleep(0.1)
+
+
+UNREACHABLE = {
+    "apiVersion": "v1",
+    "kind": "Config",
+    "clusters": [{"name": "nowhere", "cluster": {"server": "https://127.0.0.1:9"}}],
+    "users": [{"name": "nobody", "user": {"token": "none"}}],
+    "contexts": [{"name": "nowhere", "context": {"cluster": "nowhere", "user": "nobody"}}],
+    "current-context": "nowhere",
+}
+
+
+async def apply_cluster(
+    h: Harness, settings: dict[str, Any], secrets: dict[str, str], name: str = "elsewhere"
+) -> None:
+    """A Connection of kind kubernetes; its secret fields sealed as the operator would."""
+    doc = {
+        "apiVersion": "dirigent.dev/v1alpha1",
+        "kind": "Connection",
+        "metadata": {"name": name},
+        "spec": {
+            "type": "kubernetes",
+            "settings": settings,
+            "secrets": {field: {"name": name, "key": field} for field in secrets},
+        },
+    }
+    manifest, problems = parse_manifest(doc)
+    assert manifest is not None, problems
+    await h.engine.apply(manifest, h.namespace, secret_values=secrets)
+
+
+def by_token(kubectl: Kubectl, namespace: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """Server, CA and a service account's token: the connection without a kubeconfig."""
+    kubectl.run("apply", "-f", "-", stdin=RBAC.format(ns=namespace))
+    cluster = kubectl.json("config", "view", "--raw", "--minify", "--flatten")["clusters"][0]
+    ca = base64.b64decode(cluster["cluster"]["certificate-authority-data"]).decode()
+    token = kubectl.run("create", "token", "runner", "-n", namespace).stdout.strip()
+    settings = {"server": cluster["cluster"]["server"], "certificateAuthority": ca}
+    return settings, {"token": token}
+
+
+@pytest.mark.parametrize("way", ["kubeconfig", "server-token-ca"])
+async def test_a_kubernetes_connection_is_the_cluster_the_job_runs_in(
+    h: Harness,
+    kubectl: Kubectl,
+    namespace: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    way: str,
+) -> None:
+    # The worker's own cluster is unreachable: only the named connection can reach the Job.
+    (tmp_path / "nowhere").write_text(json.dumps(UNREACHABLE))
+    monkeypatch.setenv("DIRIGENT_KUBE_KUBECONFIG", str(tmp_path / "nowhere"))
+    if way == "kubeconfig":
+        text = kubectl.run("config", "view", "--raw", "--minify", "--flatten").stdout
+        await apply_cluster(h, {}, {"kubeconfig": text})
+    else:
+        await apply_cluster(h, *by_token(kubectl, namespace))
+    await h.apply(docker_pipeline("there", namespace, cluster="elsewhere"))
+    run_id = await start(h, "there")
+    async with h.workers(1, **FAST):
+        assert await h.until_settled(run_id, timeout=60) == "succeeded"
+    [attempt] = await h.attempts(run_id, "job")
+    [job] = jobs(kubectl, namespace, run_id)
+    assert job["metadata"]["name"] == attempt["output"]["job"]
+    assert attempt["output"]["exit_code"] == 0
+
+
+async def test_cancel_reaches_the_job_through_its_cluster_connection(
+    h: Harness, kubectl: Kubectl, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "nowhere").write_text(json.dumps(UNREACHABLE))
+    monkeypatch.setenv("DIRIGENT_KUBE_KUBECONFIG", str(tmp_path / "nowhere"))
+    await apply_cluster(h, *by_token(kubectl, namespace))
+    await h.apply(
+        docker_pipeline("held-there", namespace, cluster="elsewhere", resources=PENDING_FOREVER)
+    )
+    await cancel_while_waiting(h, kubectl, namespace, "held-there")
+
+
+async def test_a_cluster_naming_a_connection_of_another_kind_is_refused_at_apply(
+    h: Harness, namespace: str
+) -> None:
+    await apply_connection(h)  # "warehouse", kind http
+    with pytest.raises(ProblemsError) as refused:
+        await h.apply(docker_pipeline("wrong", namespace, cluster="warehouse"))
+    assert [p.code for p in refused.value.problems] == ["pipeline.connection.kind"]

@@ -188,6 +188,8 @@ async def test_catalog_workers_and_system_info(api: Api) -> None:
     blocks = {b.id: b for b in await api.client.list_blocks()}
     assert "core.echo" in blocks and blocks["core.echo"].config_schema["type"] == "object"
     assert blocks["testing.unsafe"].local_execution
+    assert blocks["core.echo"].connection_fields == {"connection": []}
+    assert blocks["docker.run"].connection_fields == {"connection": [], "cluster": ["kubernetes"]}
     async with api.h.workers(1):
         listed = await eventually(
             api.client.list_workers, lambda page: bool(page.items), timeout=10, what="a worker"

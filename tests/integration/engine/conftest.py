@@ -16,8 +16,10 @@ from tests.integration.engine.harness import Harness, harness
 async def h(db_url: str, tmp_path: Path) -> AsyncIterator[Harness]:
     async with harness(db_url, tmp_path / "artifacts") as found:
         yield found
-        # After every scenario: a fan-out step's counters are exactly its items' statuses.
+        # After every scenario: a fan-out step's counters are exactly its items' statuses,
+        # and every step's attempt counter is exactly its attempts.
         assert await counter_drift(found) == []
+        assert await attempt_drift(found) == []
 
 
 COUNTERS = """
@@ -40,6 +42,19 @@ async def counter_drift(h: Harness) -> list[tuple[int, str, object, object]]:
         for r in rows
         if tuple(r["counted"]) != tuple(r["grouped"])
     ]
+
+
+ATTEMPTS = """
+SELECT s.run_id, s.step, s.attempts AS counted, count(a.id) AS grouped
+FROM run_steps s LEFT JOIN step_attempts a ON a.run_id = s.run_id AND a.step = s.step
+GROUP BY s.id HAVING s.attempts <> count(a.id)
+"""
+
+
+async def attempt_drift(h: Harness) -> list[tuple[int, str, int, int]]:
+    async with h.pool.acquire() as conn:
+        rows = await conn.fetch(ATTEMPTS)
+    return [(r["run_id"], r["step"], r["counted"], r["grouped"]) for r in rows]
 
 
 @pytest.fixture

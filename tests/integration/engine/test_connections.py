@@ -91,3 +91,58 @@ async def test_an_unchanged_connection_writes_nothing_and_a_changed_secret_resyn
     assert await h.fetchval("SELECT xmin::text FROM connections WHERE name = 'api'") == first
     await apply_connection(h, sealer, {"token": "two"})
     assert await h.fetchval("SELECT xmin::text FROM connections WHERE name = 'api'") != first
+
+
+SECOND = CONNECTION.replace("{name: api}", "{name: other}")
+
+
+async def test_a_connection_in_a_field_the_block_does_not_declare_is_never_opened(
+    h: Harness,
+) -> None:
+    sealer = SecretSealer(os.urandom(32))
+    await apply_connection(h, sealer, {"token": "s3cr3t"})
+    docs, _ = read_text(SECOND)
+    manifest, _ = parse_manifest(docs[0].data)
+    assert manifest is not None
+    await in_transaction(
+        h.pool,
+        lambda c: apply_manifest(
+            c,
+            manifest,
+            namespace="default",
+            catalog=h.catalog,
+            sealer=sealer,
+            secret_values={"token": "other"},
+        ),
+    )
+    await h.apply(PIPELINE.replace("{connection: api}", "{connection: api, peek: other}"))
+    run = await h.run("uses")
+    async with h.workers(1, sealer=sealer):
+        assert await h.until_settled(run.run_id) == "failed"
+    [call] = await h.attempts(run.run_id)
+    assert call["error_code"] == "engine.connection.unavailable"
+    assert "'other'" in call["error_message"]
+
+
+async def test_a_connection_of_the_wrong_kind_is_refused_at_apply(h: Harness) -> None:
+    await apply_connection(h, SecretSealer(os.urandom(32)), {"token": "s3cr3t"})
+    await h.fetchval("UPDATE connections SET type = 'webhook' WHERE name = 'api' RETURNING 1")
+    with pytest.raises(ProblemsError) as refused:
+        await h.apply(PIPELINE)
+    assert [(p.code, p.location) for p in refused.value.problems] == [
+        ("pipeline.connection.kind", "spec.steps.call.config.connection")
+    ]
+
+
+async def test_a_connection_whose_kind_changed_after_apply_is_not_opened(h: Harness) -> None:
+    sealer = SecretSealer(os.urandom(32))
+    await apply_connection(h, sealer, {"token": "s3cr3t"})
+    await h.apply(PIPELINE)
+    # The Connection is re-kinded behind the pipeline's back: the worker checks again.
+    await h.fetchval("UPDATE connections SET type = 'webhook' WHERE name = 'api' RETURNING 1")
+    run = await h.run("uses")
+    async with h.workers(1, sealer=sealer):
+        assert await h.until_settled(run.run_id) == "failed"
+    [call] = await h.attempts(run.run_id)
+    assert (call["error_class"], call["error_code"]) == ("rejected", "engine.connection.unopenable")
+    assert "of kind 'webhook', not http" in call["error_message"]

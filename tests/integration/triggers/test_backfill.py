@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from dirigent.engine import ProblemsError
+from dirigent.engine.views import BackfillRequest
 from tests.integration.engine.harness import Harness
 
 PIPELINE = """
@@ -44,7 +45,9 @@ async def test_one_run_per_window_in_order_and_the_clock_untouched(
     await setup(h, tmp_path)
     before = await h.engine.schedule("default", "nightly")
     result = await h.engine.backfill(
-        "default", "load", schedule="nightly", start=utc(2026, 3, 27), end=utc(2026, 3, 31)
+        "default",
+        "load",
+        BackfillRequest(schedule="nightly", start=utc(2026, 3, 27), end=utc(2026, 3, 31)),
     )
     assert (result.created, result.refused) == (4, 0)
     runs = [w.run_id for w in result.windows]
@@ -66,7 +69,9 @@ async def test_one_run_per_window_in_order_and_the_clock_untouched(
     assert await h.engine.firings("default", "nightly") == []
     # Half-open: the adjacent range does not repeat the last window.
     nxt = await h.engine.backfill(
-        "default", "load", schedule="nightly", start=utc(2026, 3, 31), end=utc(2026, 4, 2)
+        "default",
+        "load",
+        BackfillRequest(schedule="nightly", start=utc(2026, 3, 31), end=utc(2026, 4, 2)),
     )
     assert nxt.windows[0].start == result.windows[-1].end
 
@@ -74,7 +79,9 @@ async def test_one_run_per_window_in_order_and_the_clock_untouched(
 async def test_concurrency_is_respected_and_reported_per_window(h: Harness, tmp_path: Path) -> None:
     await setup(h, tmp_path, concurrency="Skip")
     result = await h.engine.backfill(
-        "default", "load", schedule="nightly", start=utc(2026, 1, 1), end=utc(2026, 1, 4)
+        "default",
+        "load",
+        BackfillRequest(schedule="nightly", start=utc(2026, 1, 1), end=utc(2026, 1, 4)),
     )
     assert (result.created, result.refused) == (1, 2)
     assert [w.problems[0].code for w in result.windows[1:]] == ["run.concurrency.skipped"] * 2
@@ -84,32 +91,39 @@ async def test_refusals_and_dry_run(h: Harness, tmp_path: Path) -> None:
     await setup(h, tmp_path)
     with pytest.raises(ProblemsError) as too_many:
         await h.engine.backfill(
-            "default", "load", schedule="nightly", start=utc(2026, 1, 1), end=utc(2027, 1, 1)
+            "default",
+            "load",
+            BackfillRequest(schedule="nightly", start=utc(2026, 1, 1), end=utc(2027, 1, 1)),
         )
     [p] = too_many.value.problems
     assert p.code == "backfill.too_many" and "365 runs" in p.message and "200" in p.message
     with pytest.raises(ProblemsError) as once:
         await h.engine.backfill(
-            "default", "load", schedule="once", start=utc(2026, 1, 1), end=utc(2026, 2, 1)
+            "default",
+            "load",
+            BackfillRequest(schedule="once", start=utc(2026, 1, 1), end=utc(2026, 2, 1)),
         )
     assert once.value.problems[0].code == "backfill.schedule.one_time"
     with pytest.raises(ProblemsError) as ghost:
         await h.engine.backfill(
-            "default", "load", schedule="ghost", start=utc(2026, 1, 1), end=utc(2026, 2, 1)
+            "default",
+            "load",
+            BackfillRequest(schedule="ghost", start=utc(2026, 1, 1), end=utc(2026, 2, 1)),
         )
     assert ghost.value.problems[0].code == "backfill.schedule.not_found"
     with pytest.raises(ProblemsError) as backwards:
         await h.engine.backfill(
-            "default", "load", schedule="nightly", start=utc(2026, 2, 1), end=utc(2026, 1, 1)
+            "default",
+            "load",
+            BackfillRequest(schedule="nightly", start=utc(2026, 2, 1), end=utc(2026, 1, 1)),
         )
     assert backwards.value.problems[0].code == "backfill.range.invalid"
     planned = await h.engine.backfill(
         "default",
         "load",
-        schedule="nightly",
-        start=utc(2026, 1, 1),
-        end=utc(2026, 1, 11),
-        dry_run=True,
+        BackfillRequest(
+            schedule="nightly", start=utc(2026, 1, 1), end=utc(2026, 1, 11), dry_run=True
+        ),
     )
     assert planned.dry_run and planned.created == 10 and len(planned.windows) == 10
     assert await h.fetchval("SELECT count(*) FROM runs") == 0

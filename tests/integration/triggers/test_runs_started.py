@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from dirigent.engine import Engine, RunRequest
 from dirigent.engine.plugins import discover
 from dirigent.engine.store.pool import Database
+from dirigent.engine.views import BackfillRequest
 from tests.integration.engine.harness import Harness
 from tests.integration.triggers.conftest import settings_for
 from tests.integration.triggers.test_webhooks import TOKEN, apply_hook
@@ -83,10 +84,14 @@ async def test_every_door_counts_the_runs_it_starts(db_url: str, tmp_path: Path)
         start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
         end = start + dt.timedelta(hours=3)
         await engine.backfill(
-            "default", "ingest", schedule="hourly", start=start, end=end, dry_run=True
+            "default",
+            "ingest",
+            BackfillRequest(schedule="hourly", start=start, end=end, dry_run=True),
         )
         assert started(registry, "backfill") == 0
-        done = await engine.backfill("default", "ingest", schedule="hourly", start=start, end=end)
+        done = await engine.backfill(
+            "default", "ingest", BackfillRequest(schedule="hourly", start=start, end=end)
+        )
         assert done.created == 3
         assert started(registry, "backfill") == 3
 

@@ -23,6 +23,7 @@ EXPECTED = {
     "BlockId",
     "BlockSpec",
     "ConfigT",
+    "ConnectionField",
     "ConnectionKind",
     "Contribution",
     "Duration",

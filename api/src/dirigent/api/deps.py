@@ -112,12 +112,6 @@ Namespace = Annotated[
 PipelineName = Annotated[
     str, Path(min_length=1, max_length=63, pattern=ENTITY_NAME, description="A pipeline.")
 ]
-ConnectionName = Annotated[
-    str, Path(min_length=1, max_length=63, pattern=ENTITY_NAME, description="A connection.")
-]
-TriggerName = Annotated[
-    str, Path(min_length=1, max_length=63, pattern=ENTITY_NAME, description="A trigger.")
-]
 RunId = Annotated[int, Path(ge=1, le=2**63 - 1, description="A run's id.")]
 ArtifactId = Annotated[int, Path(ge=1, le=2**63 - 1, description="An artifact's id.")]
 Limit = Annotated[int, Query(ge=1, le=500, description="Rows per page.")]

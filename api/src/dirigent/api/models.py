@@ -8,15 +8,15 @@ are defined here. ``dirigent.api.client`` parses responses with exactly these mo
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from dirigent.engine.problems import Problem
 from dirigent.engine.views import (
     ArtifactView,
     AttemptView,
+    BackfillRequest,
     BackfillResult,
     BackfillWindow,
     BlockView,
@@ -193,25 +193,3 @@ class RetryReceipt(BaseModel):
     step: str
     attempt_ids: list[int]
     created: bool = Field(description="False when the Idempotency-Key found an earlier retry.")
-
-
-class BackfillRequest(_Body):
-    """Which schedule's cadence draws the windows, the half-open range, and the params."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    schedule: str = Field(min_length=1, max_length=63, description="The schedule whose cadence.")
-    start: datetime = Field(alias="from", description="The first firing included (RFC 3339).")
-    end: datetime = Field(alias="to", description="Firings before this instant (excluded).")
-    params: dict[str, Any] | None = Field(
-        default=None, description="The runs' params; the schedule's own when omitted."
-    )
-    dry_run: bool = Field(default=False, description="List the windows; create no run.")
-
-    @field_validator("start", "end", mode="before")
-    @classmethod
-    def _text(cls, value: object) -> object:
-        # Pydantic would also read a number as a Unix time; the body promises date-time text.
-        if not isinstance(value, str | datetime):
-            raise ValueError("expected an RFC 3339 date-time such as 2026-01-31T00:00:00Z")
-        return value

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from http import HTTPStatus
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from fastapi import FastAPI, Request
@@ -30,6 +30,7 @@ from dirigent.api.models import PROBLEM_JSON, ProblemDocument
 from dirigent.engine.problems import EngineUnavailable, Problem, ProblemsError, location
 
 log = structlog.get_logger("dirigent.api")
+T = TypeVar("T")
 
 CONFLICTS = frozenset(
     {
@@ -71,6 +72,13 @@ def not_found(what: str, name: object, namespace: str | None = None) -> ApiProbl
         f"{what} {name} does not exist{where}",
         params={"name": str(name)},
     )
+
+
+def existing(found: T | None, what: str, name: object, namespace: str | None = None) -> T:
+    """``found``, or the 404 Problem for ``what`` ``name`` when there is none."""
+    if found is None:
+        raise not_found(what, name, namespace)
+    return found
 
 
 def problem_response(

@@ -102,7 +102,7 @@ async def _apply_pipeline(
 ) -> Applied:
     """Offline checks, then against the catalog and the namespace's connections, then store."""
     problems = check_pipeline(manifest)
-    names = await connections_store.connection_names(conn, namespace)
+    names = await connections_store.connection_kinds(conn, namespace)
     problems += check_against_catalog(
         manifest, catalog, connections=names, enabled_unsafe=enabled_unsafe
     )

@@ -69,6 +69,7 @@ from dirigent.engine.validation.pipelines import check_pipeline
 from dirigent.engine.views import (
     ArtifactView,
     AttemptView,
+    BackfillRequest,
     BackfillResult,
     BlockView,
     ConnectionView,
@@ -296,6 +297,7 @@ class Engine:
             catalog=self.catalog,
             storage=self.storage,
             versions=self.versions,
+            sealer=self.sealer,
         )
 
     async def retry(
@@ -512,27 +514,20 @@ class Engine:
         return await self._intake.receive(token, headers, body)
 
     async def backfill(
-        self,
-        namespace: str,
-        pipeline: str,
-        *,
-        schedule: str,
-        start: datetime,
-        end: datetime,
-        params: dict[str, Any] | None = None,
-        dry_run: bool = False,
+        self, namespace: str, pipeline: str, request: BackfillRequest
     ) -> BackfillResult:
-        """One run per window of ``schedule`` in ``[start, end)``; ``dry_run`` keeps none."""
+        """One run per window of a schedule in ``[start, end)``; a dry run keeps none."""
+        dry_run = request.dry_run
 
         async def write(conn: Connection) -> BackfillResult:
             result = await backfill_store.backfill(
                 conn,
                 namespace,
                 pipeline,
-                schedule=schedule,
-                start=start,
-                end=end,
-                params=params,
+                schedule=request.schedule,
+                start=request.start,
+                end=request.end,
+                params=request.params,
                 create=self._create_run,
                 dry_run=dry_run,
             )
@@ -641,7 +636,7 @@ class Engine:
         manifest, problems = parse_manifest(doc)
         if not isinstance(manifest, Pipeline):
             return problems
-        names = await self._read(lambda c: connections_store.connection_names(c, namespace))
+        names = await self._read(lambda c: connections_store.connection_kinds(c, namespace))
         return check_pipeline(manifest) + check_against_catalog(
             manifest, self.catalog, connections=names, enabled_unsafe=self.enabled_unsafe
         )
@@ -797,6 +792,7 @@ def _block_view(entry: BlockEntry) -> BlockView:
         summary=spec.summary,
         description=spec.description,
         local_execution=entry.local_execution,
+        connection_fields={f.field: list(f.kinds) for f in spec.connection_fields},
         config_schema=entry.config_schema,
         output_schema=entry.output_schema,
     )

@@ -15,13 +15,14 @@ import json
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dirigent.engine.problems import Problem, ProblemsError, problem
 
 __all__ = [
     "ArtifactView",
     "AttemptView",
+    "BackfillRequest",
     "BackfillResult",
     "BackfillWindow",
     "BlockView",
@@ -310,6 +311,10 @@ class BlockView(_View):
     summary: str = ""
     description: str = ""
     local_execution: bool = False
+    connection_fields: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Config fields that name a connection -> the kinds each takes (empty: any).",
+    )
     config_schema: dict[str, Any] = Field(default_factory=dict)
     output_schema: dict[str, Any] = Field(default_factory=dict)
 
@@ -392,6 +397,31 @@ class BackfillWindow(_View):
     run_id: int | None = None
     status: str | None = None  # the run's status when created
     problems: list[Problem] = Field(default_factory=list)
+
+
+class BackfillRequest(BaseModel):
+    """Which schedule's cadence draws the windows, the half-open range, and the params.
+
+    One shape for every door: the REST body (``from``/``to``), ``Engine.backfill``, the client.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    schedule: str = Field(min_length=1, max_length=63, description="The schedule whose cadence.")
+    start: datetime = Field(alias="from", description="The first firing included (RFC 3339).")
+    end: datetime = Field(alias="to", description="Firings before this instant (excluded).")
+    params: dict[str, Any] | None = Field(
+        default=None, description="The runs' params; the schedule's own when omitted."
+    )
+    dry_run: bool = Field(default=False, description="List the windows; create no run.")
+
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _text(cls, value: object) -> object:
+        # Pydantic would also read a number as a Unix time; the body promises date-time text.
+        if not isinstance(value, str | datetime):
+            raise ValueError("expected an RFC 3339 date-time such as 2026-01-31T00:00:00Z")
+        return value
 
 
 class BackfillResult(_View):

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from dirigent.sdk import (
     BlockFailure,
+    ConnectionField,
     Contribution,
     ErrorClass,
     Issue,
@@ -226,6 +227,9 @@ class FlakyOperator(Operator[FlakyConfig, FlakyConfig]):
 
 class UsesConfig(_Config):
     connection: str
+    peek: str | None = Field(
+        default=None, description="A connection name in a field the block does not declare."
+    )
 
 
 class UsesOutput(BaseModel):
@@ -239,16 +243,24 @@ class Credentials(BaseModel):
 
 
 class UsesConnectionOperator(Operator[UsesConfig, UsesOutput]):
-    """Opens its connection through the context; outputs only a digest of the secret."""
+    """Opens its connection through the context; outputs only a digest of the secret.
+
+    ``connection`` is declared (kind http); ``peek`` is not, so the engine never opens what it
+    names and asking for it fails, as it would for any block reaching past its declaration.
+    """
 
     spec: ClassVar[OperatorSpec] = OperatorSpec(
-        id="testing.uses_connection", summary="Open a connection."
+        id="testing.uses_connection",
+        summary="Open a connection.",
+        connection_fields=(ConnectionField(field="connection", kinds=("http",)),),
     )
     config_model: ClassVar[type[BaseModel]] = UsesConfig
     output_model: ClassVar[type[BaseModel]] = UsesOutput
 
     async def execute(self, config: UsesConfig, ctx: StepContext) -> UsesOutput:
         creds = ctx.connection(config.connection, Credentials)
+        if config.peek is not None:
+            ctx.connection(config.peek, Credentials)
         digest = hashlib.sha256(creds.token.get_secret_value().encode()).hexdigest()
         return UsesOutput(url=creds.url, token_sha256=digest)
 

@@ -27,12 +27,4 @@ async def backfill_pipeline(
     name: PipelineName,
     body: BackfillRequest,
 ) -> BackfillResult:
-    return await engine.backfill(
-        namespace,
-        name,
-        schedule=body.schedule,
-        start=body.start,
-        end=body.end,
-        params=body.params,
-        dry_run=body.dry_run,
-    )
+    return await engine.backfill(namespace, name, body)

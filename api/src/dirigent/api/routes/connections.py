@@ -4,37 +4,15 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from dirigent.api.deps import (
-    After,
-    CanGetConnections,
-    CanListConnections,
-    ConnectionName,
-    EngineDep,
-    Limit,
-    Namespace,
+from dirigent.api.models import ConnectionView
+from dirigent.api.routes.named import add_named_reads
+
+router = APIRouter(prefix="/namespaces/{namespace}", tags=["connections"])
+
+add_named_reads(
+    router,
+    ConnectionView,
+    "connection",
+    list_summary="List connections (secrets redacted)",
+    get_summary="One connection (secrets redacted)",
 )
-from dirigent.api.models import ConnectionView, Page
-from dirigent.api.problems import not_found
-
-router = APIRouter(prefix="/namespaces/{namespace}/connections", tags=["connections"])
-
-
-@router.get("", operation_id="listConnections", summary="List connections (secrets redacted)")
-async def list_connections(
-    engine: EngineDep,
-    _: CanListConnections,
-    namespace: Namespace,
-    limit: Limit = 50,
-    after: After = None,
-) -> Page[ConnectionView]:
-    return await engine.connections(namespace, cursor=after, limit=limit)
-
-
-@router.get("/{name}", operation_id="getConnection", summary="One connection (secrets redacted)")
-async def get_connection(
-    engine: EngineDep, _: CanGetConnections, namespace: Namespace, name: ConnectionName
-) -> ConnectionView:
-    found = await engine.connection(namespace, name)
-    if found is None:
-        raise not_found("connection", name, namespace)
-    return found

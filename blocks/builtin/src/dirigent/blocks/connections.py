@@ -10,13 +10,17 @@ NOOP, a ``SELECT 1``, the API server's ``/version``.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import json
 import smtplib
 import ssl
 import time
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import httpx
-from pydantic import BaseModel, Field, SecretStr
+import yaml
+from pydantic import BaseModel, Field, SecretStr, model_validator
 
 from dirigent.blocks.base import Config
 from dirigent.sdk import ConnectionKind, Duration, HealthReport
@@ -221,19 +225,84 @@ class SmtpConnectionKind(ConnectionKind[SmtpConnection]):
 
 
 class KubernetesConnection(Config):
-    """A Kubernetes API server: in-cluster credentials, or a kubeconfig (text or path)."""
+    """A Kubernetes API server, reached one of three ways (give exactly one, or none for the
+    default kubeconfig): ``inCluster``; a ``kubeconfig`` (its YAML text, a secret) or a
+    ``kubeconfigPath``; or a ``server`` with a bearer ``token`` and the ``certificateAuthority``
+    that signed the server's certificate."""
 
     in_cluster: bool = Field(default=False, description="Use the pod's service account.")
     kubeconfig: SecretStr | None = Field(default=None, description="Kubeconfig YAML text.")
     kubeconfig_path: str | None = Field(default=None, description="Path to a kubeconfig.")
-    context: str | None = None
+    context: str | None = Field(default=None, description="A context of the kubeconfig.")
+    server: str | None = Field(default=None, description="API server URL, e.g. https://host:6443.")
+    token: SecretStr | None = Field(default=None, description="Bearer token, with `server`.")
+    certificate_authority: str | None = Field(
+        default=None, description="PEM of the CA that signed the server's certificate."
+    )
     qps: float = Field(default=20.0, gt=0, description="Requests per second to the API server.")
     burst: int = Field(default=40, ge=1, description="Requests allowed at once above qps.")
+
+    @model_validator(mode="after")
+    def _one_way(self) -> KubernetesConnection:
+        ways = [
+            name
+            for name, given in (
+                ("inCluster", self.in_cluster),
+                ("kubeconfig", self.kubeconfig is not None),
+                ("kubeconfigPath", self.kubeconfig_path is not None),
+                ("server", self.server is not None),
+            )
+            if given
+        ]
+        if len(ways) > 1:
+            raise ValueError(f"give one way to reach the cluster, not {' and '.join(ways)}")
+        if (self.server is None) != (self.token is None):
+            raise ValueError("'server' and 'token' go together")
+        return self
+
+    def kubeconfig_dict(self) -> dict[str, Any] | None:
+        """The connection as a kubeconfig (from its text, or built from server and token);
+        None when it names a file, the pod's account or nothing."""
+        if self.kubeconfig is not None:
+            data: dict[str, Any] = yaml.safe_load(self.kubeconfig.get_secret_value())
+            return data
+        if self.server is None or self.token is None:
+            return None
+        cluster: dict[str, Any] = {"server": self.server}
+        if self.certificate_authority is not None:
+            pem = self.certificate_authority.encode()
+            cluster["certificate-authority-data"] = base64.b64encode(pem).decode()
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "cluster", "cluster": cluster}],
+            "users": [{"name": "user", "user": {"token": self.token.get_secret_value()}}],
+            "contexts": [{"name": "ctx", "context": {"cluster": "cluster", "user": "user"}}],
+            "current-context": "ctx",
+        }
+
+    def identity(self) -> str:
+        """A digest of everything that says how to reach the cluster (secrets included), so
+        a process can keep one client per distinct connection and drop a changed one."""
+        parts = [
+            self.in_cluster,
+            self.kubeconfig.get_secret_value() if self.kubeconfig else None,
+            self.kubeconfig_path,
+            self.context,
+            self.server,
+            self.token.get_secret_value() if self.token else None,
+            self.certificate_authority,
+            self.qps,
+            self.burst,
+        ]
+        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
 class KubernetesConnectionKind(ConnectionKind[KubernetesConnection]):
     id: ClassVar[str] = "kubernetes"
-    summary: ClassVar[str] = "A Kubernetes API server (in-cluster or a kubeconfig)."
+    summary: ClassVar[str] = (
+        "A Kubernetes API server: in-cluster, a kubeconfig, or a server with a token and CA."
+    )
     config_model: ClassVar[type[BaseModel]] = KubernetesConnection
 
     async def check(self, config: KubernetesConnection) -> HealthReport:

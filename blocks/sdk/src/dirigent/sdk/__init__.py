@@ -60,7 +60,7 @@ from dirigent.sdk.plugins import (
     secret_fields,
 )
 from dirigent.sdk.results import NotYet, ProbeResult, ProbeStatus, RemoteHandle
-from dirigent.sdk.specs import BlockSpec, OperatorSpec, SensorSpec
+from dirigent.sdk.specs import BlockSpec, ConnectionField, OperatorSpec, SensorSpec
 from dirigent.sdk.units import Duration, Size
 
 __all__ = [
@@ -74,6 +74,7 @@ __all__ = [
     "BlockId",
     "BlockSpec",
     "ConfigT",
+    "ConnectionField",
     "ConnectionKind",
     "Contribution",
     "Duration",

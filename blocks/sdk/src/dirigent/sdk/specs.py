@@ -11,6 +11,13 @@ document author's behalf; such blocks are refused unless named in the instance's
 allowlist. ``deprecated_aliases`` are old ids the catalog still resolves to this block:
 deprecation is by alias, never by rename.
 
+``connection_fields`` names the config fields that hold a connection's name, each with the
+connection kinds it accepts (none listed: any kind). Why declared: a connection holds
+secrets, so the engine opens exactly the connections a step's config names in these fields
+— checked at apply against the namespace's connections and their kinds, unsealed on the
+worker for that step only — and a block never reaches one it did not declare. The default
+is the one field every block has used so far, ``connection``, of any kind.
+
 Default timings: an operator that returns a ``RemoteHandle`` is probed every 10s unless the
 spec or the step says otherwise; a sensor is poked every 30s and gives up after 1 day.
 """
@@ -30,6 +37,7 @@ __all__ = [
     "DEFAULT_SENSOR_DEADLINE",
     "DEFAULT_SENSOR_POLL",
     "BlockSpec",
+    "ConnectionField",
     "OperatorSpec",
     "SensorSpec",
 ]
@@ -40,6 +48,15 @@ DEFAULT_SENSOR_DEADLINE: Final = Duration.of(days=1)
 
 GROUP_PATTERN: Final = r"^[a-z][a-z0-9_]*$"
 _GROUP_RE: Final = re.compile(GROUP_PATTERN)
+
+
+class ConnectionField(BaseModel):
+    """A config field (as written in documents) that names a connection of these kinds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    field: str = Field(min_length=1)
+    kinds: tuple[str, ...] = Field(default=(), description="Accepted kinds; empty: any.")
 
 
 class BlockSpec(BaseModel):
@@ -53,6 +70,7 @@ class BlockSpec(BaseModel):
     description: str = ""
     local_execution: bool = False
     deprecated_aliases: tuple[BlockId, ...] = ()
+    connection_fields: tuple[ConnectionField, ...] = (ConnectionField(field="connection"),)
 
     @model_validator(mode="before")
     @classmethod

@@ -16,9 +16,11 @@ import structlog
 
 from dirigent.engine.plugins import Catalog
 from dirigent.engine.runtime.child_runs import StepRuns
+from dirigent.engine.runtime.connecting import open_declared
 from dirigent.engine.runtime.context import EngineContext
 from dirigent.engine.storage import FileStorage
 from dirigent.engine.store import runs as runs_store
+from dirigent.engine.store.crypto import SecretSealer
 from dirigent.engine.store.pool import Connection, Pool, in_transaction
 from dirigent.engine.store.versions import VersionCache
 from dirigent.sdk import Operator, RemoteHandle
@@ -35,6 +37,7 @@ async def cancel_run(
     storage: FileStorage,
     versions: VersionCache,
     remote_timeout: float = 10.0,
+    sealer: SecretSealer | None = None,
 ) -> int:
     """Cancel a run; returns how many remote handles were told to cancel."""
 
@@ -43,7 +46,12 @@ async def cancel_run(
 
     await in_transaction(pool, settle)
     return await tell_owed_remotes(
-        pool, catalog=catalog, storage=storage, run_id=run_id, remote_timeout=remote_timeout
+        pool,
+        catalog=catalog,
+        storage=storage,
+        run_id=run_id,
+        remote_timeout=remote_timeout,
+        sealer=sealer,
     )
 
 
@@ -54,6 +62,7 @@ async def tell_owed_remotes(
     storage: FileStorage,
     run_id: int | None = None,
     remote_timeout: float = 10.0,
+    sealer: SecretSealer | None = None,
 ) -> int:
     """Tell the remote of every cancelled attempt holding a handle to stop (the outbox).
 
@@ -72,6 +81,7 @@ async def tell_owed_remotes(
             storage=storage,
             run_id=child_run_id,
             remote_timeout=remote_timeout,
+            sealer=sealer,
         )
 
     told = 0
@@ -85,13 +95,18 @@ async def tell_owed_remotes(
             attempt_id=h["id"],
             cancel_remotes=cascade,
         )
-        told += await _tell(h, catalog, storage, remote_timeout, runs)
+        told += await _tell(h, (catalog, storage, sealer), remote_timeout, runs, pool)
     return told
 
 
 async def _tell(
-    h: dict[str, Any], catalog: Catalog, storage: FileStorage, limit: float, runs: StepRuns
+    h: dict[str, Any],
+    having: tuple[Catalog, FileStorage, SecretSealer | None],
+    limit: float,
+    runs: StepRuns,
+    pool: Pool,
 ) -> int:
+    catalog, storage, sealer = having
     entry = catalog.block(h["block"])
     if entry is None or not isinstance(entry.block, Operator):
         log.warning("cancel.remote_block_missing", attempt_id=h["id"], block=h["block"])
@@ -99,7 +114,11 @@ async def _tell(
     try:
         handle = RemoteHandle.model_validate(h["handle"])
         config = entry.block.config_model.model_validate(h["input"] or {})
+        opened = await open_declared(
+            pool.acquire, entry.block.spec, h["input"], h["namespace"], sealer
+        )
         ctx = EngineContext(
+            connections=opened,
             namespace=h["namespace"],
             pipeline=h["pipeline"],
             run_id=h["run_id"],

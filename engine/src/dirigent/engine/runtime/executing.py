@@ -33,10 +33,10 @@ from dirigent.engine.resolving import (
     resolve,
 )
 from dirigent.engine.runtime.child_runs import StepRuns
+from dirigent.engine.runtime.connecting import Unopenable, open_declared
 from dirigent.engine.runtime.context import EngineContext, deadline_of, timeout_of
 from dirigent.engine.storage import FileStorage
-from dirigent.engine.store.connections import open_connection
-from dirigent.engine.store.crypto import SealError, SecretSealer
+from dirigent.engine.store.crypto import SecretSealer
 from dirigent.engine.store.upstream import read_upstream
 from dirigent.engine.trigger_metrics import RunMetrics
 from dirigent.sdk import BlockFailure, ErrorClass, NotYet, Operator, RemoteHandle, Sensor
@@ -276,7 +276,7 @@ async def execute_attempt(
     if isinstance(configured, Outcome):
         return configured
     resolved, config = configured
-    connections = await _open_connections(conn_factory, a, worker_id, resolved, settings)
+    connections = await _open_connections(conn_factory, a, worker_id, entry, resolved, settings)
     if isinstance(connections, Outcome):
         return connections
     ctx = _context(conn_factory, a, (step, entry), catalog, settings, storage, connections)
@@ -322,29 +322,28 @@ def _configure(
 
 
 async def _open_connections(
-    conn_factory: Any, a: Claimed, worker_id: str, resolved: Any, settings: Settings
+    conn_factory: Any,
+    a: Claimed,
+    worker_id: str,
+    entry: BlockEntry,
+    resolved: Any,
+    settings: Settings,
 ) -> dict[str, dict[str, Any]] | Outcome:
-    """Connections are opened here, on the worker path, and nowhere else: the step's config
-    names the one it uses, and only that one is unsealed."""
-    connections: dict[str, dict[str, Any]] = {}
-    named = resolved.get("connection") if isinstance(resolved, dict) else None
-    if not isinstance(named, str):
-        return connections
+    """The connections the step's config names in its block's declared connection fields,
+    opened here on the worker path for this attempt only (see ``runtime.connecting``)."""
     try:
-        async with conn_factory() as conn:
-            opened = await open_connection(conn, a.namespace, named, settings.sealer)
-    except (SealError, ValueError) as err:
+        return await open_declared(
+            conn_factory, entry.block.spec, resolved, a.namespace, settings.sealer
+        )
+    except Unopenable as err:
         return failure(
             a,
             worker_id,
             ErrorClass.REJECTED,
             "engine.connection.unopenable",
-            f"connection '{named}' cannot be opened: {err}",
+            str(err),
             input=resolved,
         )
-    if opened is not None:
-        connections[named] = opened
-    return connections
 
 
 def _context(

@@ -26,6 +26,7 @@ from dirigent.engine.storage import FileStorage
 from dirigent.engine.store import claims, sweeping
 from dirigent.engine.store import outcomes as outcome_store
 from dirigent.engine.store import workers as workers_store
+from dirigent.engine.store.crypto import SecretSealer
 from dirigent.engine.store.pool import Connection, Pool, in_transaction
 from dirigent.engine.store.runs import start_queued_run
 from dirigent.engine.store.versions import VersionCache
@@ -57,8 +58,11 @@ class Sweeper:
         sweeper_id: str,
         versions: VersionCache,
         metrics: WorkerMetrics,
+        sealer: SecretSealer | None = None,
     ) -> None:
         self.pool = pool
+        # Opens the connections a block's cancel needs (docker.run's cluster), as execute did.
+        self.sealer = sealer
         self.catalog = catalog
         self.storage = storage
         self.settings = settings
@@ -86,7 +90,9 @@ class Sweeper:
         async with self._conn() as conn:
             recovered = await sweeping.recover_expired(conn, max_recoveries=s.max_recoveries)
         await self._fail_exhausted()
-        await cancelling.tell_owed_remotes(self.pool, catalog=self.catalog, storage=self.storage)
+        await cancelling.tell_owed_remotes(
+            self.pool, catalog=self.catalog, storage=self.storage, sealer=self.sealer
+        )
         async with self._conn() as conn:
             gone = await workers_store.mark_gone(conn, s.lease * 3)
             stuck = await sweeping.detect_stuck(conn, s.stuck_run)

@@ -117,6 +117,7 @@ class Worker:
                 retention_logs=config.retention_logs,
             ),
             sweeper_id=self.id,
+            sealer=config.sealer,
             versions=self.versions,
             metrics=self.metrics,
         )

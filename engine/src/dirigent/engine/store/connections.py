@@ -9,7 +9,7 @@ manifest and the secret values' hashes, so a changed Secret re-syncs like a chan
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import asyncpg
@@ -67,22 +67,33 @@ async def apply_connection(
     return ApplyAction.CREATED if current is None else ApplyAction.UPDATED
 
 
-async def connection_names(conn: asyncpg.Connection, namespace: str) -> set[str]:
-    rows = await conn.fetch("SELECT name FROM connections WHERE namespace = $1", namespace)
-    return {r["name"] for r in rows}
+async def connection_kinds(conn: asyncpg.Connection, namespace: str) -> dict[str, str]:
+    """The namespace's connections: name -> kind (what apply checks a step's fields against)."""
+    rows = await conn.fetch("SELECT name, type FROM connections WHERE namespace = $1", namespace)
+    return {r["name"]: r["type"] for r in rows}
 
 
 async def open_connection(
-    conn: asyncpg.Connection, namespace: str, name: str, sealer: SecretSealer | None
+    conn: asyncpg.Connection,
+    namespace: str,
+    name: str,
+    sealer: SecretSealer | None,
+    kinds: Collection[str] = (),
 ) -> dict[str, Any] | None:
-    """Settings merged with the opened secret fields; None when there is no such connection."""
+    """Settings merged with the opened secret fields; None when there is no such connection.
+
+    ``kinds``, when given, are the kinds the caller accepts: a connection of another kind is
+    refused (ValueError) before any secret is unsealed.
+    """
     row = await conn.fetchrow(
-        "SELECT settings, secrets FROM connections WHERE namespace = $1 AND name = $2",
+        "SELECT type, settings, secrets FROM connections WHERE namespace = $1 AND name = $2",
         namespace,
         name,
     )
     if row is None:
         return None
+    if kinds and row["type"] not in kinds:
+        raise ValueError(f"it is of kind '{row['type']}', not {' or '.join(sorted(kinds))}")
     values: dict[str, Any] = dict(row["settings"])
     secrets: dict[str, str] = row["secrets"]
     if secrets and sealer is None:

@@ -148,9 +148,9 @@ async def run_summaries(
 async def run_detail(conn: asyncpg.Connection, namespace: str, run_id: int) -> RunDetail | None:
     """The run and its DAG, folded from the ``run_steps`` row of each step and its counters.
 
-    Item counts come from the counters the engine keeps on ``run_steps`` as items settle, so
-    the read never touches the fan-out grid; only the attempts are counted, over the
-    ``(run_id, step)`` index.
+    Item and attempt counts come from the counters kept on ``run_steps`` (items as they
+    settle, attempts by a trigger as they are inserted), so the read never touches the
+    fan-out grid or its attempts: two rows and one row per step, whatever the fan-out.
     """
     run = await conn.fetchrow(
         f"""SELECT {_RUN_COLUMNS}, r.params, r.parent_run_id, v.document -> 'spec' -> 'steps' AS spec
@@ -162,9 +162,7 @@ async def run_detail(conn: asyncpg.Connection, namespace: str, run_id: int) -> R
         return None
     steps = await conn.fetch(
         """SELECT s.step, s.status, s.items, s.items_succeeded, s.items_failed, s.items_skipped,
-                  s.items_cancelled, s.with_errors, s.started_at, s.finished_at,
-                  (SELECT count(*) FROM step_attempts a
-                   WHERE a.run_id = s.run_id AND a.step = s.step) AS attempts
+                  s.items_cancelled, s.with_errors, s.started_at, s.finished_at, s.attempts
            FROM run_steps s WHERE s.run_id = $1""",
         run_id,
     )

@@ -2,13 +2,14 @@
 
 Runs at apply (and in ``dirigent validate --catalog``): every block exists, each step's
 config fits its block's published JSON Schema — values still holding a ``${...}`` are not
-known yet and are left to the run — every named connection exists, and each block's own
+known yet and are left to the run — every connection a block's declared connection fields
+name exists (and is of a kind the field takes, when the kinds are known), and each block's own
 ``check_config`` has its say. Everything is reported at once, located at the step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -116,31 +117,55 @@ def check_against_catalog(
 def _check_config(
     entry: BlockEntry, step: Step, where: tuple[str, ...], connections: Collection[str] | None
 ) -> list[Problem]:
-    """A step's config against its block: the schema, the connection it names, and (when it
+    """A step's config against its block: the schema, the connections it names, and (when it
     fits) the block's own model and ``check_config``."""
     out = _schema_problems(entry, step, where)
     config_ok = not out
-    connection = step.config.get("connection")
-    if (
-        connections is not None
-        and isinstance(connection, str)
-        and not has_references(connection)
-        and connection not in connections
-    ):
-        out.append(
-            problem(
-                "pipeline.connection.unknown",
-                f"connection '{connection}' does not exist in this namespace",
-                *where,
-                "config",
-                "connection",
-                connection=connection,
-            )
-        )
+    if connections is not None:
+        out += _connection_problems(entry, step, where, connections)
     if config_ok and _holds_reference(step.config):
         out += _check_partial(entry, step.config, where)
     if config_ok and not _holds_reference(step.config):
         out += _model_problems(entry, step, where)
+    return out
+
+
+def _connection_problems(
+    entry: BlockEntry, step: Step, where: tuple[str, ...], connections: Collection[str]
+) -> list[Problem]:
+    """Each connection field the block declares names a connection of the namespace, of a
+    kind the field accepts (the kind is checked when ``connections`` maps names to kinds)."""
+    out: list[Problem] = []
+    for declared in entry.block.spec.connection_fields:
+        name = step.config.get(declared.field)
+        if not isinstance(name, str) or has_references(name):
+            continue
+        if name not in connections:
+            out.append(
+                problem(
+                    "pipeline.connection.unknown",
+                    f"connection '{name}' does not exist in this namespace",
+                    *where,
+                    "config",
+                    declared.field,
+                    connection=name,
+                )
+            )
+            continue
+        kind = connections.get(name) if isinstance(connections, Mapping) else None
+        if declared.kinds and kind is not None and kind not in declared.kinds:
+            out.append(
+                problem(
+                    "pipeline.connection.kind",
+                    f"connection '{name}' is of kind '{kind}'; '{declared.field}' takes "
+                    f"{' or '.join(declared.kinds)}",
+                    *where,
+                    "config",
+                    declared.field,
+                    connection=name,
+                    kind=kind,
+                )
+            )
     return out
 
 

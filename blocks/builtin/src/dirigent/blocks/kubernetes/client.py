@@ -21,7 +21,6 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-import yaml
 from kubernetes import client as k8s
 from kubernetes import config as _k8s_config
 
@@ -62,8 +61,8 @@ def _api_client(config: KubernetesConnection) -> Any:
         cfg = k8s.Configuration()
         k8s_config.load_incluster_config(client_configuration=cfg)
         return k8s.ApiClient(cfg)
-    if config.kubeconfig is not None:
-        data = yaml.safe_load(config.kubeconfig.get_secret_value())
+    data = config.kubeconfig_dict()
+    if data is not None:
         return k8s_config.new_client_from_config_dict(data, context=config.context)
     return k8s_config.new_client_from_config(
         config_file=config.kubeconfig_path, context=config.context

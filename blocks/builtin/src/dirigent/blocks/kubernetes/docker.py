@@ -15,12 +15,19 @@ they go in a Secret named like the Job and owned by it (an ownerReference), whic
 reads by ``secretKeyRef``; the garbage collector deletes it with the Job (after
 ``ttlSecondsAfterFinished``, or on cancel, which also deletes it itself).
 
-The cluster is the worker's own: in-cluster credentials, or a kubeconfig
-(``DIRIGENT_KUBE_KUBECONFIG``, else ``KUBECONFIG``); ``DIRIGENT_KUBE_QPS`` and
-``DIRIGENT_KUBE_BURST`` bound the request rate of all docker.run steps of the process.
+The cluster is the one the step's ``cluster`` names — a Connection of kind ``kubernetes``
+(a kubeconfig, or a server with a token and its CA), opened by the engine for this step only
+because the spec declares the field — else the worker's own: in-cluster credentials, or a
+kubeconfig (``DIRIGENT_KUBE_KUBECONFIG``, else ``KUBECONFIG``). One client per distinct
+cluster per process, each with its rate limit (the connection's ``qps``/``burst``; for the
+worker's own, ``DIRIGENT_KUBE_QPS`` and ``DIRIGENT_KUBE_BURST``), so all docker.run steps of
+the process that reach one cluster keep to one budget together. probe, fetch and cancel
+reach the cluster the same way execute did, from the same config.
 ``DIRIGENT_KUBE_POD_DEFAULTS`` (a JSON object of pod spec fields, e.g. a ``nodeSelector``,
 ``tolerations``, ``hostNetwork``) is where the person running the worker decides where its
-Jobs land; pipelines stay portable, and a field the block sets itself is never overridden.
+Jobs land in the worker's own cluster (a named cluster's placement is not the worker's to
+decide, so they are not applied there); pipelines stay portable, and a field the block sets
+itself is never overridden.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from dirigent.blocks.kubernetes.jobs import (
 )
 from dirigent.sdk import (
     BlockFailure,
+    ConnectionField,
     Duration,
     ErrorClass,
     Message,
@@ -104,7 +112,7 @@ class KubeSettings(BaseSettings):
             in_cluster = "KUBERNETES_SERVICE_HOST" in os.environ and not self.kubeconfig
         return KubernetesConnection(
             in_cluster=in_cluster,
-            kubeconfig_path=self.kubeconfig or os.environ.get("KUBECONFIG"),
+            kubeconfig_path=None if in_cluster else self.kubeconfig or os.environ.get("KUBECONFIG"),
             context=self.context,
             qps=self.qps,
             burst=self.burst,
@@ -137,25 +145,31 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
             "The step's `timeout` (or what is left of its `deadline`, if sooner) becomes the "
             "Job's `activeDeadlineSeconds`, so Kubernetes stops the container when the step's "
             "time is up. "
-            "The cluster is the worker's own: in-cluster credentials, or a kubeconfig from "
-            "DIRIGENT_KUBE_KUBECONFIG (else KUBECONFIG); DIRIGENT_KUBE_QPS / DIRIGENT_KUBE_BURST "
-            "bound the worker's API request rate (default 20 / 40); DIRIGENT_KUBE_POD_DEFAULTS "
-            "(JSON pod spec fields: nodeSelector, tolerations, hostNetwork) places its Jobs. "
+            "The cluster is the `cluster` connection's (kind kubernetes: a kubeconfig, or a "
+            "server, token and CA), else the worker's own: in-cluster credentials, or a "
+            "kubeconfig from DIRIGENT_KUBE_KUBECONFIG (else KUBECONFIG); DIRIGENT_KUBE_QPS / "
+            "DIRIGENT_KUBE_BURST bound the worker's API request rate there (default 20 / 40); "
+            "DIRIGENT_KUBE_POD_DEFAULTS (JSON pod spec fields: nodeSelector, tolerations, "
+            "hostNetwork) places its Jobs there. "
             "Failed: exit code, the container's last lines and "
             "reason (OOMKilled, DeadlineExceeded; an image that cannot be pulled after "
             "`imagePullGrace`). The whole log goes to storage (empty when no kubelet serves it)."
         ),
         local_execution=True,
         default_poll=Duration.of(seconds=5),
+        connection_fields=(
+            ConnectionField(field="connection"),
+            ConnectionField(field="cluster", kinds=("kubernetes",)),
+        ),
     )
     config_model: ClassVar[type[BaseModel]] = DockerConfig
     output_model: ClassVar[type[BaseModel]] = DockerOutput
 
     def __init__(self, settings: KubeSettings | None = None) -> None:
-        # One client per process: its rate limiter is what keeps every docker.run step of
-        # this worker within the configured QPS together.
+        # One client per cluster per process: its rate limiter is what keeps every docker.run
+        # step of this worker that reaches that cluster within its QPS together.
         self._settings = settings
-        self._client: KubeClient | None = None
+        self._clients: dict[str, KubeClient] = {}
         self._lock = asyncio.Lock()
 
     def settings(self) -> KubeSettings:
@@ -163,23 +177,36 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
             self._settings = KubeSettings()
         return self._settings
 
-    async def kube(self) -> KubeClient:
+    def _cluster(self, config: DockerConfig, ctx: StepContext) -> KubernetesConnection | None:
+        """The step's named cluster, or None for the worker's own."""
+        if config.cluster is None:
+            return None
+        return ctx.connection(config.cluster, KubernetesConnection)
+
+    async def kube(self, cluster: KubernetesConnection | None = None) -> KubeClient:
+        """The client for ``cluster`` (a named connection), else for the worker's own."""
+        reach = cluster if cluster is not None else self.settings().connection()
+        key = "" if cluster is None else reach.identity()
         async with self._lock:
-            if self._client is None:
+            client = self._clients.get(key)
+            if client is None:
                 from dirigent.blocks.kubernetes.client import KubeClient
 
-                self._client = await KubeClient.build(self.settings().connection())
-            return self._client
+                client = self._clients[key] = await KubeClient.build(reach)
+            return client
 
     async def execute(self, config: DockerConfig, ctx: StepContext) -> RemoteHandle:
         namespace = config.namespace or ctx.namespace
         fields: dict[str, Any] = {}
         if config.connection is not None:
             fields = dict(ctx.connection(config.connection, _Fields).model_extra or {})
-        body = with_pod_defaults(job_manifest(config, ctx, namespace), self.settings().pod_defaults)
+        cluster = self._cluster(config, ctx)
+        body = job_manifest(config, ctx, namespace)
+        if cluster is None:
+            body = with_pod_defaults(body, self.settings().pod_defaults)
         name = body["metadata"]["name"]
         secret = secret_manifest(config, ctx, namespace, fields)
-        kube = await self.kube()
+        kube = await self.kube(cluster)
         try:
             # The Secret first, so the pod never waits for it; then the Job; then the Job
             # owns the Secret. Each step finds what an earlier try of this attempt left.
@@ -227,7 +254,7 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
         self, handle: RemoteHandle, config: DockerConfig, ctx: StepContext
     ) -> ProbeResult:
         namespace, name = handle.meta["namespace"], handle.meta["name"]
-        kube = await self.kube()
+        kube = await self.kube(self._cluster(config, ctx))
         job = await kube.read_job(namespace, name)
         if job is None:
             return ProbeResult.gone(f"Job {namespace}/{name} no longer exists")
@@ -275,7 +302,7 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
         self, handle: RemoteHandle, config: DockerConfig, ctx: StepContext
     ) -> DockerOutput:
         namespace, name = handle.meta["namespace"], handle.meta["name"]
-        kube = await self.kube()
+        kube = await self.kube(self._cluster(config, ctx))
         pods = await kube.job_pods(namespace, name)
         pod = pods[-1]["metadata"]["name"] if pods else None
         terminated = (_container_state(pods[-1]) if pods else {}).get("terminated") or {}
@@ -303,7 +330,7 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
 
     async def cancel(self, handle: RemoteHandle, config: DockerConfig, ctx: StepContext) -> bool:
         namespace, name = handle.meta["namespace"], handle.meta["name"]
-        kube = await self.kube()
+        kube = await self.kube(self._cluster(config, ctx))
         deleted = await kube.delete_job(namespace, name)
         if config.env_from_connection:
             # The collector would delete it with the Job; deleting it here also covers a

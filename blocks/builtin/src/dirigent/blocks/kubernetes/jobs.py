@@ -56,6 +56,13 @@ class DockerConfig(Config):
             "(read by secretKeyRef), never in the Job's spec."
         ),
     )
+    cluster: str | None = Field(
+        default=None,
+        description=(
+            "A connection of kind kubernetes: the cluster the Job runs in. Default: the "
+            "worker's own (in-cluster, or DIRIGENT_KUBE_KUBECONFIG / KUBECONFIG)."
+        ),
+    )
     namespace: str | None = Field(default=None, description="Default: the pipeline's.")
     resources: Resources = Field(default_factory=Resources)
     ttl_after_finished: Duration = Field(

@@ -1,0 +1,70 @@
+"""Opening the connections a step names, for that step only.
+
+A block declares which config fields name a connection, and of which kinds
+(``BlockSpec.connection_fields``; ``connection`` of any kind unless it says otherwise). Only
+the connections named in those fields are read and unsealed, and only on the path that calls
+the block for one attempt (execute, probe, fetch on the worker; cancel wherever the remote is
+told): a block never reaches a connection its step did not name, and a value the step
+did not name in a declared field is never taken for a connection's name.
+
+A connection of a kind the field does not take is refused before its secrets are unsealed
+(apply already refuses it; this covers a Connection changed after the pipeline was applied).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from dirigent.engine.store.connections import open_connection
+from dirigent.engine.store.crypto import SecretSealer
+from dirigent.sdk import BlockSpec
+
+__all__ = ["Unopenable", "open_declared"]
+
+ConnFactory = Callable[[], AbstractAsyncContextManager[Any]]
+
+
+class Unopenable(ValueError):
+    """A named connection that cannot be opened: its message names it and says why."""
+
+
+async def open_declared(
+    conn_factory: ConnFactory,
+    spec: BlockSpec,
+    config: Any,
+    namespace: str,
+    sealer: SecretSealer | None,
+) -> dict[str, dict[str, Any]]:
+    """Connection name -> its settings with secrets opened, for each declared field set.
+
+    A name that matches no connection is left out (the block's ``ctx.connection`` says so
+    when it asks); one of the wrong kind, or whose secrets cannot be opened, raises.
+    """
+    opened: dict[str, dict[str, Any]] = {}
+    async for name, values in _each(conn_factory, spec, config, namespace, sealer):
+        opened[name] = values
+    return opened
+
+
+async def _each(
+    conn_factory: ConnFactory,
+    spec: BlockSpec,
+    config: Any,
+    namespace: str,
+    sealer: SecretSealer | None,
+) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    if not isinstance(config, dict):
+        return
+    for declared in spec.connection_fields:
+        name = config.get(declared.field)
+        if not isinstance(name, str):
+            continue
+        try:
+            async with conn_factory() as conn:
+                values = await open_connection(conn, namespace, name, sealer, declared.kinds)
+        except ValueError as err:  # SealError is a ValueError
+            raise Unopenable(f"connection '{name}' cannot be opened: {err}") from err
+        if values is not None:
+            yield name, values
