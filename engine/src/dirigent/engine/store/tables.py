@@ -439,7 +439,7 @@ run_steps = Table(
     Column("items_skipped", Integer, nullable=False, server_default=text("0")),
     Column("items_cancelled", Integer, nullable=False, server_default=text("0")),
     # Attempts made of the step, every item and retry; kept by a trigger on step_attempts
-    # inserts (0014), so run detail reads it instead of counting.
+    # inserts (0011), so run detail reads it instead of counting.
     Column("attempts", Integer, nullable=False, server_default=text("0")),
     # Succeeded, but some items failed under onItemFailure: Continue.
     Column("with_errors", Boolean, nullable=False, server_default=text("false")),

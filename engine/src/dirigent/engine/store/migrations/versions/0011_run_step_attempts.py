@@ -10,8 +10,8 @@ from ``runs`` deletes the ``run_steps`` row too), so there is no delete side to 
 
 Existing rows are filled from a count once.
 
-Revision ID: 0014_run_step_attempts
-Revises: 0010_alert_events (w3-api's branch; the lead re-chains at merge)
+Revision ID: 0011_run_step_attempts
+Revises: 0010_alert_events
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0014_run_step_attempts"
+revision: str = "0011_run_step_attempts"
 down_revision: str | None = "0010_alert_events"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
