@@ -132,7 +132,7 @@ async def engine(args: argparse.Namespace, namespace: str) -> float:
         url = server.url_for("jobs")
         await upgrade_async(url)
         pool = await create_pool(url, max_size=2)
-        async with door(url) as engine:
+        async with door(url, enabled_unsafe_blocks=["docker.run"]) as engine:
             await apply(
                 engine,
                 f"""
