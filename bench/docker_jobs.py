@@ -38,16 +38,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.workers import apply, stop_workers, wait_registered
+from bench.workers import apply, door, stop_workers, wait_registered
 from dirigent.blocks.connections import KubernetesConnection
 from dirigent.blocks.kubernetes.client import KubeClient
-from dirigent.engine.plugins import discover
-from dirigent.engine.store import runs
+from dirigent.engine import RunRequest
 from dirigent.engine.store.database import create_database, upgrade_async
 from dirigent.engine.store.embedded import EmbeddedPostgres
-from dirigent.engine.store.pool import create_pool, in_transaction
-from dirigent.engine.store.runs import RunRequest
-from dirigent.engine.store.versions import VersionCache
+from dirigent.engine.store.pool import create_pool
 
 
 def job(namespace: str, name: str) -> dict[str, Any]:
@@ -103,6 +100,21 @@ def spawn(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
         )
 
 
+def _worker_env(args: argparse.Namespace, url: str, base: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DIRIGENT_DATABASE_URL": url,
+        "DIRIGENT_WORKER_CONCURRENCY": str(args.concurrency),
+        "DIRIGENT_ARTIFACT_ROOT": str(base / "art"),
+        "DIRIGENT_METRICS_PORT": "0",
+        "DIRIGENT_ENABLED_UNSAFE_BLOCKS": "docker.run",
+        "DIRIGENT_KUBE_KUBECONFIG": args.kubeconfig,
+        "DIRIGENT_KUBE_QPS": str(args.qps),
+        "DIRIGENT_KUBE_BURST": str(args.burst),
+        "DIRIGENT_LOG_FORMAT": "json",
+    }
+
+
 async def bare(kube: KubeClient, namespace: str, n: int) -> float:
     started = time.monotonic()
     await asyncio.gather(
@@ -119,10 +131,11 @@ async def engine(args: argparse.Namespace, namespace: str) -> float:
         await create_database(server.url, "jobs")
         url = server.url_for("jobs")
         await upgrade_async(url)
-        pool = await create_pool(url, max_size=4)
-        await apply(
-            pool,
-            f"""
+        pool = await create_pool(url, max_size=2)
+        async with door(url, enabled_unsafe_blocks=["docker.run"]) as engine:
+            await apply(
+                engine,
+                f"""
 apiVersion: dirigent.dev/v1alpha1
 kind: Pipeline
 metadata: {{name: job}}
@@ -130,45 +143,23 @@ spec:
   steps:
     job: {{block: docker.run, poll: {args.poll}, config: {{image: 'busybox:1.36', command: ['true'], namespace: {namespace}}}}}
 """,
-        )
-        env = {
-            **os.environ,
-            "DIRIGENT_DATABASE_URL": url,
-            "DIRIGENT_WORKER_CONCURRENCY": str(args.concurrency),
-            "DIRIGENT_ARTIFACT_ROOT": str(base / "art"),
-            "DIRIGENT_METRICS_PORT": "0",
-            "DIRIGENT_ENABLED_UNSAFE_BLOCKS": "docker.run",
-            "DIRIGENT_KUBE_KUBECONFIG": args.kubeconfig,
-            "DIRIGENT_KUBE_QPS": str(args.qps),
-            "DIRIGENT_KUBE_BURST": str(args.burst),
-            "DIRIGENT_LOG_FORMAT": "json",
-        }
-        procs = [spawn(env, Path(args.worker_log))]
-        await wait_registered(pool, 1)
-        catalog = discover()
-
-        async def create(conn: Any, count: int) -> None:
-            for _ in range(count):
-                await runs.create_run(
-                    conn,
-                    RunRequest("default", "job", {}),
-                    versions=VersionCache(),
-                    catalog=catalog,
-                    enabled_unsafe={"docker.run"},
-                )
-
-        # Warm-up: one run, so the worker has built its API client (here that means compiling
-        # the kubernetes package's 4 MB modules: the environment sets PYTHONDONTWRITEBYTECODE)
-        # before the clock starts. A long-lived worker pays this once, not per Job.
-        await in_transaction(pool, lambda c: create(c, 1))
-        await job_stamps(args.kubeconfig, namespace, 1)
-        started = time.monotonic()
-        await in_transaction(pool, lambda c: create(c, args.runs))
-        created_at = time.monotonic() - started
-        # The clock starts when the runs are committed: from then on every second is the
-        # engine's (claim, execute, create the Job, park) and the API server's.
-        committed_wall = dt.datetime.now(dt.UTC)
-        times = (await job_stamps(args.kubeconfig, namespace, args.runs + 1))[1:]
+            )
+            procs = [spawn(_worker_env(args, url, base), Path(args.worker_log))]
+            await wait_registered(pool, 1)
+            request = RunRequest("default", "job")
+            # Warm-up: one run, so the worker has built its API client (here that means
+            # compiling the kubernetes package's 4 MB modules: the environment sets
+            # PYTHONDONTWRITEBYTECODE) before the clock starts. A long-lived worker pays this
+            # once, not per Job.
+            await engine.start_run(request)
+            await job_stamps(args.kubeconfig, namespace, 1)
+            started = time.monotonic()
+            await engine.start_runs([request] * args.runs)
+            created_at = time.monotonic() - started
+            # The clock starts when the runs are committed: from then on every second is the
+            # engine's (claim, execute, create the Job, park) and the API server's.
+            committed_wall = dt.datetime.now(dt.UTC)
+            times = (await job_stamps(args.kubeconfig, namespace, args.runs + 1))[1:]
         first, last = times[0], times[-1]
         stop_workers(procs)
         await pool.close()

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
@@ -22,9 +23,10 @@ from dirigent.engine.manifests.loading import parse_manifest, read_text
 
 
 @contextlib.asynccontextmanager
-async def door(url: str, pool_size: int = 4) -> AsyncIterator[Engine]:
-    """The engine's door on a bench database (migrated beforehand)."""
-    settings = EngineSettings(database_url=url, metrics_port=None)
+async def door(url: str, pool_size: int = 4, **more: Any) -> AsyncIterator[Engine]:
+    """The engine's door on a bench database (migrated beforehand); ``more`` are further
+    EngineSettings fields (e.g. ``enabled_unsafe_blocks``)."""
+    settings = EngineSettings(database_url=url, metrics_port=None, **more)
     async with Engine.open(settings, pool_size=pool_size) as engine:
         yield engine
 

@@ -1,4 +1,4 @@
-"""Benchmark: how fast the real node turns a Job into a running container.
+"""Benchmark: how fast the real node turns a Job into a running container, bare and as a step.
 
 Why: docker.run steps pay this latency on every attempt, and the real node's warm start is
 what every e2e session pays; the figures belong in notes, not in timed test assertions.
@@ -6,29 +6,49 @@ what every e2e session pays; the figures belong in notes, not in timed test asse
     uv run python -m e2e.bench_real_node [--jobs 20]
 
 Starts the local control plane and the real node (reporting how long each took), then runs
-``--jobs`` Jobs one after another on the real node. Each container's first act is to print
-``time.time()``, so "started" is the moment the Python process ran (interpreter start
-included), on the same clock as the client's "created" (just before the create call).
-"Complete" is when a client polling every 20 ms first saw the Job's Complete condition.
+``--jobs`` Jobs one after another on the real node, twice:
+
+* **bare**: a client creates the Job itself. "created" is our clock just before the create
+  call; "complete" is when a client polling every 20 ms first saw the Job's Complete
+  condition.
+* **engine**: the same container as a one-step ``docker.run`` pipeline on an embedded
+  PostgreSQL, run by one real ``dirigent worker`` process (probe interval ``--poll``).
+  "created" is our clock just before ``Engine.start_run`` (so claiming the attempt and
+  creating the Job are inside the figure); "settled" is the attempt's ``finished_at``
+  (PostgreSQL's clock, the same host clock), and "seen" when the run's status, polled every
+  20 ms through the engine's door, was terminal.
+
+Each container's first act is to print ``time.time()``, so "started" is the moment the
+Python process ran (interpreter start included), on the same clock as "created".
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.workers import apply, door, stop_workers
+from dirigent.engine import RunRequest
+from dirigent.engine.store.database import create_database, upgrade_async
+from dirigent.engine.store.embedded import EmbeddedPostgres
 from e2e.harness.binaries import ensure_binaries
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.images import BASE_IMAGE
 from e2e.harness.realnode import RealNode, placement
 
 NAMESPACE = "bench-real-node"
+ENGINE_NAMESPACE = "bench-real-node-engine"
+PRINT_TIME = "import time; print(repr(time.time()))"
+TERMINAL = frozenset({"succeeded", "failed", "cancelled", "completed_with_errors"})
 
 
 def _job(name: str) -> dict[str, Any]:
@@ -39,7 +59,7 @@ def _job(name: str) -> dict[str, Any]:
                 "name": "main",
                 "image": BASE_IMAGE,
                 "imagePullPolicy": "Never",
-                "command": ["python3", "-c", "import time; print(repr(time.time()))"],
+                "command": ["python3", "-c", PRINT_TIME],
             }
         ],
         **placement(),
@@ -111,9 +131,90 @@ def _measure(kubeconfig: Path, jobs: int) -> dict[str, Any]:
         api.close()
 
 
+PIPELINE = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: stamp}}
+spec:
+  steps:
+    job: {{block: docker.run, poll: {poll}, config: {config}}}
+"""
+
+
+def _worker(url: str, kubeconfig: Path, root: Path) -> subprocess.Popen[bytes]:
+    """One real ``dirigent worker`` whose Jobs land on the real node."""
+    env = {
+        **os.environ,
+        "DIRIGENT_DATABASE_URL": url,
+        "DIRIGENT_ARTIFACT_ROOT": str(root / "artifacts"),
+        "DIRIGENT_METRICS_PORT": "0",
+        "DIRIGENT_ENABLED_UNSAFE_BLOCKS": "docker.run",
+        "DIRIGENT_KUBE_KUBECONFIG": str(kubeconfig),
+        "DIRIGENT_KUBE_POD_DEFAULTS": json.dumps(placement()),
+    }
+    with (root / "worker.log").open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "dirigent.cli", "worker"], env=env, stdout=out, stderr=out
+        )
+
+
+async def _one_step(engine: Any) -> tuple[float, float, float]:
+    """(created -> container started, -> attempt settled, -> settled seen) for one run."""
+    created = time.time()
+    run = await engine.start_run(RunRequest("default", "stamp"))
+    deadline = time.monotonic() + 120
+    while (detail := await engine.run("default", run.run_id)).status not in TERMINAL:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"run {run.run_id} still {detail.status} after 120 s")
+        await asyncio.sleep(0.02)
+    seen = time.time()
+    [attempt] = (await engine.attempts("default", run.run_id, "job")).items
+    assert detail.status == "succeeded", attempt
+    started = float(attempt.output["log_tail"].strip())
+    settled = attempt.finished_at.timestamp()
+    return started - created, settled - created, seen - created
+
+
+async def _measure_engine(kubeconfig: Path, jobs: int, poll: str, root: Path) -> dict[str, Any]:
+    server = EmbeddedPostgres(root / "pgdata")
+    server.start()
+    worker: subprocess.Popen[bytes] | None = None
+    try:
+        await create_database(server.url, "bench")
+        url = server.url_for("bench")
+        await upgrade_async(url)
+        config = {"image": BASE_IMAGE, "imagePullPolicy": "Never", "namespace": ENGINE_NAMESPACE,
+                  "command": ["python3", "-c", PRINT_TIME]}  # fmt: skip
+        async with door(url, enabled_unsafe_blocks=["docker.run"]) as engine:
+            await apply(engine, PIPELINE.format(poll=poll, config=json.dumps(config)))
+            worker = _worker(url, kubeconfig, root)
+            await _one_step(engine)  # warm-up: the worker registers and builds its API client
+            rows = [await _one_step(engine) for _ in range(jobs)]
+        return {
+            "jobs": jobs,
+            "probe_interval": poll,
+            "created_to_container_started_s": _percentiles([r[0] for r in rows]),
+            "created_to_step_settled_s": _percentiles([r[1] for r in rows]),
+            "created_to_settled_seen_s": _percentiles([r[2] for r in rows]),
+        }
+    finally:
+        if worker is not None:
+            stop_workers([worker])
+        server.stop()
+
+
+def _namespace(kubeconfig: Path, name: str) -> None:
+    subprocess.run(
+        ["kubectl", f"--kubeconfig={kubeconfig}", "create", "namespace", name],
+        check=True,
+        capture_output=True,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.bench_real_node", description=__doc__)
     parser.add_argument("--jobs", type=int, default=20)
+    parser.add_argument("--poll", default="200ms", help="docker.run's probe interval")
     args = parser.parse_args(argv)
     began = time.monotonic()
     bin_dir = ensure_binaries()
@@ -126,7 +227,11 @@ def main(argv: list[str] | None = None) -> int:
             with RealNode(bin_dir, plane.kubeconfig, plane.pki_dir) as node:
                 result["real_node_start_s"] = round(time.monotonic() - began, 1)
                 result["real_node_steps_s"] = node.timings
-                result.update(_measure(plane.kubeconfig, args.jobs))
+                result["bare"] = _measure(plane.kubeconfig, args.jobs)
+                _namespace(plane.kubeconfig, ENGINE_NAMESPACE)
+                result["engine"] = asyncio.run(
+                    _measure_engine(plane.kubeconfig, args.jobs, args.poll, Path(tmp))
+                )
     print(json.dumps(result, indent=2))
     return 0
 

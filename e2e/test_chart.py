@@ -327,33 +327,28 @@ def _can(kubectl: Kubectl, sa: str, verb: str, resource: str, namespace: str | N
     return kubectl.run(*args, check=False).stdout.strip() == "yes"
 
 
-def test_helm_install_for_real(
-    cluster: Cluster, kubectl: Kubectl, namespace: str, release: str
-) -> None:
-    helm = Helm(kubeconfig=cluster.kubeconfig)
-    kubectl.run("create", "secret", "generic", "dirigent-database", "-n", namespace,
-                "--from-literal=url=postgresql+asyncpg://dirigent@127.0.0.1:5432/dirigent")  # fmt: skip
-    kubectl.run("create", "secret", "generic", "dirigent-secret-key", "-n", namespace,
-                "--from-literal=secret-key=" + "ab" * 32)  # fmt: skip
-    _adopt(kubectl, release, namespace)
-    values = ["--set", REQUIRED[0], "--set", REQUIRED[1], "--set", "api.replicas=1"]
+INSTALL_VALUES = ["--set", REQUIRED[0], "--set", REQUIRED[1], "--set", "api.replicas=1"]
 
-    # A typo is refused before anything is created.
-    typo = helm.run("install", release, str(CHART), "-n", namespace, *values,
+
+def _install_refusing_a_typo(helm: Helm, kubectl: Kubectl, namespace: str, release: str) -> None:
+    """A typo is refused before anything is created; then the release installs."""
+    typo = helm.run("install", release, str(CHART), "-n", namespace, *INSTALL_VALUES,
                     "--set", "api.schedulr.enabled=false", check=False)  # fmt: skip
     assert typo.returncode != 0 and "schedulr" in typo.stderr, typo.stderr
     assert kubectl.json("get", "deployments", "-n", namespace)["items"] == []
+    helm.run("install", release, str(CHART), "-n", namespace, *INSTALL_VALUES, "--timeout", "180s")
 
-    helm.run("install", release, str(CHART), "-n", namespace, *values, "--timeout", "180s")
-    fullname = f"{release}-dirigent"
 
-    # The migrate hook ran as a Job to completion before the release was deployed.
-    job = kubectl.json("get", "job", f"{fullname}-migrate", "-n", namespace)
+def _the_migrate_hook_ran(helm: Helm, kubectl: Kubectl, namespace: str, release: str) -> None:
+    """The migrate hook ran as a Job to completion before the release was deployed."""
+    job = kubectl.json("get", "job", f"{release}-dirigent-migrate", "-n", namespace)
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
     assert job["status"].get("succeeded") == 1
     status = helm.run("status", release, "-n", namespace, "-o", "json").stdout
     assert '"status":"deployed"' in status.replace(" ", "")
 
+
+def _the_processes_run(kubectl: Kubectl, namespace: str, fullname: str) -> None:
     deployments = {
         d["metadata"]["name"]: d
         for d in kubectl.json("get", "deployments", "-n", namespace)["items"]
@@ -371,8 +366,10 @@ def test_helm_install_for_real(
     operator_env = _env(_containers(deployments[f"{fullname}-operator"])[0])
     assert operator_env["DIRIGENT_OPERATOR_LEASE_NAMESPACE"] == namespace
 
-    # RBAC in force: workers only touch Jobs and pod logs in their namespace; the operator
-    # reconciles every namespace but cannot create Deployments; the API reviews tokens.
+
+def _rbac_is_in_force(kubectl: Kubectl, namespace: str, fullname: str) -> None:
+    """Workers only touch Jobs and pod logs in their namespace; the operator reconciles every
+    namespace but cannot create Deployments; the API reviews tokens."""
     worker = f"system:serviceaccount:{namespace}:{fullname}-worker"
     operator = f"system:serviceaccount:{namespace}:{fullname}-operator"
     api = f"system:serviceaccount:{namespace}:{fullname}-api"
@@ -385,11 +382,15 @@ def test_helm_install_for_real(
     assert _can(kubectl, api, "create", "tokenreviews.authentication.k8s.io", None)
     assert not _can(kubectl, api, "delete", "pipelines.dirigent.dev", namespace)
 
-    # `helm test` runs the chart's test hook: a Pod asking the API's Service for
-    # /health/ready. kwok completes only Job-owned pods, so the hook Pod stays Running and
-    # helm's wait times out here; what is proven is that helm renders and creates the hook
-    # Pod, pointed at the API Service, as a test hook. Its check passing (phase Succeeded,
-    # then deleted by its hook-delete-policy) needs the real node's chart install.
+
+def _helm_test_creates_its_hook(helm: Helm, kubectl: Kubectl, namespace: str, release: str) -> None:
+    """`helm test` runs the chart's test hook: a Pod asking the API's Service for
+    /health/ready. kwok completes only Job-owned pods, so the hook Pod stays Running and
+    helm's wait times out here; what is proven is that helm renders and creates the hook
+    Pod, pointed at the API Service, as a test hook. Its check passing (phase Succeeded,
+    then deleted by its hook-delete-policy) is proven on the real node
+    (e2e/test_chart_real_node.py)."""
+    fullname = f"{release}-dirigent"
     tested = helm.run("test", release, "-n", namespace, "--timeout", "15s", check=False)
     assert "timed out waiting for the condition" in tested.stderr, tested.stderr
     hook = kubectl.json("get", "pod", f"{fullname}-test-api", "-n", namespace)
@@ -400,13 +401,33 @@ def test_helm_install_for_real(
     kubectl.run("get", "service", f"{fullname}-api", "-n", namespace)
     kubectl.run("delete", "pod", f"{fullname}-test-api", "-n", namespace, "--wait=false")
 
-    # An upgrade with a typo is refused too, and leaves the release as it was.
-    bad = helm.run("upgrade", release, str(CHART), "-n", namespace, *values,
+
+def _an_upgrade_typo_changes_nothing(helm: Helm, namespace: str, release: str) -> None:
+    """An upgrade with a typo is refused too, and leaves the release as it was."""
+    bad = helm.run("upgrade", release, str(CHART), "-n", namespace, *INSTALL_VALUES,
                    "--set", "worker.concurency=4", check=False)  # fmt: skip
     assert bad.returncode != 0 and "concurency" in bad.stderr, bad.stderr
     assert re.search(
         r'"version":\s*1\b', helm.run("status", release, "-n", namespace, "-o", "json").stdout
     )
+
+
+def test_helm_install_for_real(
+    cluster: Cluster, kubectl: Kubectl, namespace: str, release: str
+) -> None:
+    helm = Helm(kubeconfig=cluster.kubeconfig)
+    kubectl.run("create", "secret", "generic", "dirigent-database", "-n", namespace,
+                "--from-literal=url=postgresql+asyncpg://dirigent@127.0.0.1:5432/dirigent")  # fmt: skip
+    kubectl.run("create", "secret", "generic", "dirigent-secret-key", "-n", namespace,
+                "--from-literal=secret-key=" + "ab" * 32)  # fmt: skip
+    _adopt(kubectl, release, namespace)
+    fullname = f"{release}-dirigent"
+    _install_refusing_a_typo(helm, kubectl, namespace, release)
+    _the_migrate_hook_ran(helm, kubectl, namespace, release)
+    _the_processes_run(kubectl, namespace, fullname)
+    _rbac_is_in_force(kubectl, namespace, fullname)
+    _helm_test_creates_its_hook(helm, kubectl, namespace, release)
+    _an_upgrade_typo_changes_nothing(helm, namespace, release)
 
     helm.run("uninstall", release, "-n", namespace, "--wait", "--timeout", "120s")
     assert kubectl.json("get", "deployments", "-n", namespace)["items"] == []

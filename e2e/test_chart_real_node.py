@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import re
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +81,131 @@ def pod_start_seconds(pod: dict[str, Any]) -> dict[str, float]:
     }
 
 
+@dataclass
+class Install:
+    """One release of the chart on the real node, and what its steps share."""
+
+    kubectl: Kubectl
+    helm: Helm
+    namespace: str
+    release: str
+    ports: chartnode.Ports
+
+    @property
+    def fullname(self) -> str:
+        return f"{self.release}-dirigent"
+
+
+def _helm_install(install: Install, values: Path) -> None:
+    """``helm install --wait``: every Deployment Available, i.e. its pods passed their
+    readiness probes; the migrate hook ran as a Job; each process is a real container."""
+    kubectl, namespace = install.kubectl, install.namespace
+    installed = install.helm.run("install", install.release, str(CHART), "-n", namespace,
+                                 "-f", str(values), "--wait", "--timeout", "300s", check=False)  # fmt: skip
+    assert installed.returncode == 0, installed.stderr + _pod_logs(kubectl, namespace)
+    migrate = kubectl.json("get", "job", f"{install.fullname}-migrate", "-n", namespace)
+    assert migrate["status"].get("succeeded") == 1
+
+
+def _the_processes_are_real_containers(install: Install, node_name: str) -> None:
+    for component in chartnode.COMPONENTS:
+        [pod] = _pods(install.kubectl, install.namespace, component)
+        assert pod["spec"]["nodeName"] == node_name, component
+        [status] = pod["status"]["containerStatuses"]
+        assert status["ready"] and status["containerID"].startswith("containerd://")
+        assert status["restartCount"] == 0, (component, status)
+        print(f"pod start {component}: {pod_start_seconds(pod)}")
+
+
+def _helm_test_passes(install: Install) -> None:
+    """``helm test`` runs the chart's test hook Pod for real: it asks the API for
+    /health/ready, exits 0, and helm reports it Succeeded (then its hook-delete-policy
+    removes it). Only the real node can make it Succeeded: kwok keeps a Pod that no Job owns
+    Running (e2e/test_chart.py)."""
+    tested = install.helm.run("test", install.release, "-n", install.namespace,
+                              "--timeout", "120s", check=False)  # fmt: skip
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    hook = f"{install.fullname}-test-api"
+    assert re.search(rf"TEST SUITE:\s+{hook}", tested.stdout), tested.stdout
+    assert re.search(r"Phase:\s+Succeeded", tested.stdout), tested.stdout
+
+    def deleted() -> bool:  # hook-delete-policy: hook-succeeded (the kubelet confirms it)
+        found = install.kubectl.run("get", "pod", hook, "-n", install.namespace, check=False)
+        return found.returncode != 0 and "NotFound" in found.stderr
+
+    wait_until(deleted, what=f"the succeeded test Pod {hook} deleted", timeout=60)
+
+
+def _a_pipeline_runs_a_real_container(
+    install: Install, postgres: EmbeddedPostgres, key: str, node_name: str
+) -> tuple[EngineClient, int]:
+    """``kubectl apply -f`` a Pipeline, run it through the API: its docker.run step runs a
+    real container on the real node and the run succeeds with its output."""
+    kubectl, namespace = install.kubectl, install.namespace
+    nonce = uuid.uuid4().hex
+    kubectl.run(
+        "apply", "-f", "-", stdin=PIPELINE.format(ns=namespace, image=BASE_IMAGE, nonce=nonce)
+    )
+
+    def ready() -> bool:
+        found = kubectl.json("get", "pipeline", "hello-container", "-n", namespace)
+        conditions = found.get("status", {}).get("conditions") or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    wait_until(ready, what="the Pipeline Ready", timeout=60)
+    token = chartnode.admin_token(kubectl, namespace)
+    url = f"http://127.0.0.1:{install.ports.api}"
+    run_id, state = asyncio.run(_run_through_the_api(url, token, namespace))
+    assert state == "succeeded", state
+
+    engine = EngineClient(postgres.url, key)
+    [attempt] = engine.attempts(namespace, run_id, "greet")
+    assert attempt.output["exit_code"] == 0
+    assert attempt.output["log_tail"].startswith("hello from 3.11")
+    assert attempt.output["log_tail"].endswith(f"{nonce}\n")
+    [job_pod] = kubectl.json("get", "pods", "-n", namespace, "-l", f"dirigent.dev/run={run_id}")[
+        "items"
+    ]
+    assert job_pod["spec"]["nodeName"] == node_name
+    return engine, run_id
+
+
+def _kubectl_get_pipelines_shows_the_run(install: Install) -> None:
+    kubectl, namespace = install.kubectl, install.namespace
+
+    def listed() -> bool:
+        table = kubectl.run("get", "pipelines", "-n", namespace).stdout
+        return "hello-container" in table and "Succeeded" in table
+
+    try:
+        wait_until(listed, what="kubectl get pipelines showing the run", timeout=60)
+    except TimeoutError:
+        table = kubectl.run("get", "pipelines", "-n", namespace, "-o", "yaml").stdout
+        raise AssertionError(table + _pod_logs(kubectl, namespace)) from None
+
+
+def _uninstall_keeps_crds_and_history(install: Install, engine: EngineClient, run_id: int) -> None:
+    kubectl, namespace = install.kubectl, install.namespace
+    install.helm.run("uninstall", install.release, "-n", namespace, "--wait", "--timeout", "120s")
+    assert kubectl.json("get", "deployments", "-n", namespace)["items"] == []
+    for crd in chartnode.CRDS:
+        kept = kubectl.json("get", "crd", crd)
+        assert kept["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert kubectl.json("get", "pipeline", "hello-container", "-n", namespace)
+    assert engine.run(namespace, run_id).status == "succeeded"  # the history is kept
+
+
+def _clean_up(install: Install) -> None:
+    kubectl, namespace, release = install.kubectl, install.namespace, install.release
+    install.helm.run("uninstall", release, "-n", namespace, check=False)
+    # No operator is left to remove its finalizer; the namespace must be deletable.
+    kubectl.run("patch", "pipeline", "hello-container", "-n", namespace, "--type=merge",
+                "-p", '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
+    kubectl.run("delete", "clusterrolebinding", f"{namespace}-dirigent-demo", check=False)
+    kubectl.run("delete", "clusterrole,clusterrolebinding", "-l",
+                f"app.kubernetes.io/instance={release}", "--wait=false", check=False)  # fmt: skip
+
+
 @pytest.mark.timeout(1500)  # a cold `make image` builds the Debian base first
 def test_helm_install_runs_dirigent_and_a_real_container(
     real_node: RealNode,
@@ -92,79 +219,27 @@ def test_helm_install_runs_dirigent_and_a_real_container(
     chartnode.load_project_image(real_node, image)
     key = chartnode.new_secret_key()
     kubectl.run("apply", "-f", "-", stdin=chartnode.secrets_manifest(namespace, postgres.url, key))
-    release = f"r{uuid.uuid4().hex[:6]}"
-    chartnode.adopt_crds(kubectl, release, namespace)
-    ports = chartnode.Ports()
+    install = Install(
+        kubectl=kubectl,
+        helm=Helm(kubeconfig=cluster.kubeconfig),
+        namespace=namespace,
+        release=f"r{uuid.uuid4().hex[:6]}",
+        ports=chartnode.Ports(),
+    )
+    chartnode.adopt_crds(kubectl, install.release, namespace)
     values = tmp_path / "values.yaml"
-    values.write_text(yaml.safe_dump(chartnode.values(image, cluster.kubeconfig, ports)))
-    helm = Helm(kubeconfig=cluster.kubeconfig)
-    fullname = f"{release}-dirigent"
+    values.write_text(yaml.safe_dump(chartnode.values(image, cluster.kubeconfig, install.ports)))
     try:
-        # --wait: every Deployment Available, i.e. its pods passed their readiness probes.
-        installed = helm.run("install", release, str(CHART), "-n", namespace, "-f", str(values),
-                             "--wait", "--timeout", "300s", check=False)  # fmt: skip
-        assert installed.returncode == 0, installed.stderr + _pod_logs(kubectl, namespace)
-        migrate = kubectl.json("get", "job", f"{fullname}-migrate", "-n", namespace)
-        assert migrate["status"].get("succeeded") == 1
-        for component in chartnode.COMPONENTS:
-            [pod] = _pods(kubectl, namespace, component)
-            assert pod["spec"]["nodeName"] == real_node.node_name, component
-            [status] = pod["status"]["containerStatuses"]
-            assert status["ready"] and status["containerID"].startswith("containerd://")
-            assert status["restartCount"] == 0, (component, status)
-            print(f"pod start {component}: {pod_start_seconds(pod)}")
-
-        kubectl.run(
-            "apply", "-f", "-",
-            stdin=PIPELINE.format(ns=namespace, image=BASE_IMAGE, nonce=(nonce := uuid.uuid4().hex)),
-        )  # fmt: skip
-
-        def ready() -> bool:
-            found = kubectl.json("get", "pipeline", "hello-container", "-n", namespace)
-            conditions = found.get("status", {}).get("conditions") or []
-            return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-        wait_until(ready, what="the Pipeline Ready", timeout=60)
-        token = chartnode.admin_token(kubectl, namespace)
-        url = f"http://127.0.0.1:{ports.api}"
-        run_id, state = asyncio.run(_run_through_the_api(url, token, namespace))
-        assert state == "succeeded", state
-
-        engine = EngineClient(postgres.url, key)
-        [attempt] = engine.attempts(namespace, run_id, "greet")
-        assert attempt.output["exit_code"] == 0
-        assert attempt.output["log_tail"].startswith("hello from 3.11")
-        assert attempt.output["log_tail"].endswith(f"{nonce}\n")
-        [job_pod] = kubectl.json(
-            "get", "pods", "-n", namespace, "-l", f"dirigent.dev/run={run_id}"
-        )["items"]
-        assert job_pod["spec"]["nodeName"] == real_node.node_name
-
-        def listed() -> bool:
-            table = kubectl.run("get", "pipelines", "-n", namespace).stdout
-            return "hello-container" in table and "Succeeded" in table
-
-        try:
-            wait_until(listed, what="kubectl get pipelines showing the run", timeout=60)
-        except TimeoutError:
-            table = kubectl.run("get", "pipelines", "-n", namespace, "-o", "yaml").stdout
-            raise AssertionError(table + _pod_logs(kubectl, namespace)) from None
-
-        helm.run("uninstall", release, "-n", namespace, "--wait", "--timeout", "120s")
-        assert kubectl.json("get", "deployments", "-n", namespace)["items"] == []
-        for crd in chartnode.CRDS:
-            kept = kubectl.json("get", "crd", crd)
-            assert kept["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
-        assert kubectl.json("get", "pipeline", "hello-container", "-n", namespace)
-        assert engine.run(namespace, run_id).status == "succeeded"  # the history is kept
+        _helm_install(install, values)
+        _the_processes_are_real_containers(install, real_node.node_name)
+        _helm_test_passes(install)
+        engine, run_id = _a_pipeline_runs_a_real_container(
+            install, postgres, key, real_node.node_name
+        )
+        _kubectl_get_pipelines_shows_the_run(install)
+        _uninstall_keeps_crds_and_history(install, engine, run_id)
     finally:
-        helm.run("uninstall", release, "-n", namespace, check=False)
-        # No operator is left to remove its finalizer; the namespace must be deletable.
-        kubectl.run("patch", "pipeline", "hello-container", "-n", namespace, "--type=merge",
-                    "-p", '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
-        kubectl.run("delete", "clusterrolebinding", f"{namespace}-dirigent-demo", check=False)
-        kubectl.run("delete", "clusterrole,clusterrolebinding", "-l",
-                    f"app.kubernetes.io/instance={release}", "--wait=false", check=False)  # fmt: skip
+        _clean_up(install)
 
 
 def _pod_logs(kubectl: Kubectl, namespace: str) -> str:

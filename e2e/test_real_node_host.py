@@ -47,7 +47,7 @@ def test_a_cgroup_root_is_made_in_every_hierarchy_and_removed_with_its_children(
     finally:
         left = hoststate.remove_cgroup_root(name)
     assert left == []
-    assert not any((c / name).exists() for c in hoststate.cgroup_controllers())
+    assert not any((c / name).exists() for c in hoststate.cgroup_hierarchies())
 
 
 def test_leftover_processes_are_found_by_their_exact_argument_and_stopped() -> None:

@@ -142,6 +142,8 @@ def values(image: str, kubeconfig: Path, ports: Ports, **settings: Any) -> dict[
             "extraEnv": [*in_cluster, *_env(DIRIGENT_KUBE_POD_DEFAULTS=pod_defaults)],
         },
         "migrations": {**pod, "extraEnv": in_cluster},
+        # `helm test`: no cluster DNS here, so the hook asks the API on the host's loopback.
+        "tests": {**pod, "apiUrl": f"http://127.0.0.1:{ports.api}"},
     }
 
 

@@ -83,6 +83,14 @@ def cgroup_controllers() -> list[Path]:
     )
 
 
+def cgroup_hierarchies() -> list[Path]:
+    """``cgroup_controllers()`` plus a hybrid host's cgroup2 mount (``/sys/fs/cgroup/unified``):
+    the kubelet and runc make the node's directories there too, so cleanup must look there."""
+    unified = _CGROUP / "unified"
+    extra = [unified] if (unified / "cgroup.controllers").exists() else []
+    return [*cgroup_controllers(), *extra]
+
+
 def make_cgroup_root(name: str) -> None:
     """``/<name>`` in every hierarchy: the kubelet's cgroupRoot (it must exist)."""
     for ctrl in cgroup_controllers():
@@ -97,7 +105,7 @@ def make_cgroup_root(name: str) -> None:
 def remove_cgroup_root(name: str) -> list[str]:
     """rmdir ``/<name>`` and all below it, deepest first; returns those still present."""
     left = []
-    for ctrl in cgroup_controllers():
+    for ctrl in cgroup_hierarchies():
         top = ctrl / name
         if not top.is_dir():
             continue
@@ -154,7 +162,7 @@ def _zombie(pid: int) -> bool:
 def pids_in_cgroup_root(name: str) -> list[int]:
     """Every pid in any cgroup below ``/<name>`` (containers a dead runtime left behind)."""
     pids: set[int] = set()
-    for ctrl in cgroup_controllers():
+    for ctrl in cgroup_hierarchies():
         for d, _, files in os.walk(ctrl / name):
             if "cgroup.procs" in files:
                 with contextlib.suppress(OSError):

@@ -341,7 +341,7 @@ class RealNode:
 
 def _cgroup_dirs() -> list[str]:
     return [
-        str(c / CGROUP_ROOT) for c in hoststate.cgroup_controllers() if (c / CGROUP_ROOT).exists()
+        str(c / CGROUP_ROOT) for c in hoststate.cgroup_hierarchies() if (c / CGROUP_ROOT).exists()
     ]
 
 

@@ -32,6 +32,7 @@ if [[ -z "${BASE_IMAGE:-}" ]]; then
     if [[ ! -f "$rootfs" ]]; then
       # The host's own apt sources (no mirror named here); python3 and CA certificates only.
       sources="$(ls /etc/apt/sources.list.d/debian.sources 2>/dev/null || echo /etc/apt/sources.list)"
+      mkdir -p "$cache"  # mmdebstrap refuses a target in a missing folder (a fresh machine)
       log "building the base root filesystem with mmdebstrap from $sources (about 90 s, once)"
       mmdebstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
         --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \

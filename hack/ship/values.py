@@ -282,6 +282,18 @@ class Migrations(Pod):
     active_deadline_seconds: int = _f(600, "Deadline of the migrate Job.", ge=1)
 
 
+class ChartTests(_Strict):
+    """The `helm test` hook Pod (it asks the API for /health/ready)."""
+
+    api_url: str = _f(
+        "",
+        "Base URL the test Pod asks for /health/ready; empty means the API Service (set it "
+        "where Service names do not resolve, e.g. a host-network cluster with no DNS).",
+    )
+    node_selector: dict[str, str] = _f({}, "Node selector of the test Pod.")
+    tolerations: list[dict[str, Any]] = _f([], "Tolerations of the test Pod.")
+
+
 class Rbac(_Strict):
     create: bool = _f(True, "Create the ClusterRoles, Roles and bindings.")
     aggregate_to_default_roles: bool = _f(
@@ -320,6 +332,7 @@ class Values(_Strict):
         ),
         "`dirigent migrate`.",
     )
+    tests: ChartTests = _f(ChartTests(), "`helm test`.")
     rbac: Rbac = _f(Rbac(), "RBAC.")
     network_policy: NetworkPolicy = _f(NetworkPolicy(), "NetworkPolicy.")
     host_network: bool = _f(False, "Run every pod on the host network (test clusters without CNI).")
