@@ -132,6 +132,25 @@ spec:
     assert await h.fetchval("SELECT count(*) FROM pipelines") == 0
 
 
+async def test_the_requires_preflight_refuses_what_is_missing(h: Harness) -> None:
+    text = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: needs}
+spec:
+  requires: {blocks: [core.echo, nowhere.block], connections: [absent]}
+  steps:
+    say: {block: core.echo, config: {value: 1}}
+"""
+    with pytest.raises(ProblemsError) as refused:
+        await apply(h, text)
+    found = {(p.code, p.location) for p in refused.value.problems}
+    assert found == {
+        ("pipeline.block.unknown", "spec.requires.blocks[1]"),
+        ("pipeline.connection.unknown", "spec.requires.connections[0]"),
+    }
+
+
 async def test_offline_problems_refuse_apply(h: Harness) -> None:
     text = """
 apiVersion: dirigent.dev/v1alpha1

@@ -1,10 +1,11 @@
 """Catalog validation: a pipeline's steps against the blocks and connections installed.
 
-Runs at apply (and in ``dirigent validate --catalog``): every block exists, each step's
-config fits its block's published JSON Schema — values still holding a ``${...}`` are not
-known yet and are left to the run — every connection a block's declared connection fields
-name exists (and is of a kind the field takes, when the kinds are known), and each block's own
-``check_config`` has its say. Everything is reported at once, located at the step.
+Runs at apply (and in ``dirigent validate --catalog``): the ``spec.requires`` preflight (each
+block it lists is installed, each connection it lists exists in the namespace), every step's
+block exists, each step's config fits its block's published JSON Schema — values still holding
+a ``${...}`` are not known yet and are left to the run — every connection a block's declared
+connection fields name exists (and is of a kind the field takes, when the kinds are known), and
+each block's own ``check_config`` has its say. Everything is reported at once, located.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def check_against_catalog(
     connections: Collection[str] | None = None,
     enabled_unsafe: Collection[str] | None = None,
 ) -> list[Problem]:
-    out: list[Problem] = []
+    out = _requires_problems(pipeline, catalog, connections)
     for name, step in pipeline.spec.steps.items():
         where = ("spec", "steps", name)
         entry = catalog.block(step.block)
@@ -111,6 +112,43 @@ def check_against_catalog(
                 )
             )
         out += _check_config(entry, step, where, connections)
+    return out
+
+
+def _requires_problems(
+    pipeline: Pipeline, catalog: Catalog, connections: Collection[str] | None
+) -> list[Problem]:
+    """The preflight a document declares: what it needs, named before any step uses it."""
+    requires = pipeline.spec.requires
+    if requires is None:
+        return []
+    out = [
+        problem(
+            "pipeline.block.unknown",
+            f"block '{block}' is required but not installed",
+            "spec",
+            "requires",
+            "blocks",
+            i,
+            block=block,
+        )
+        for i, block in enumerate(requires.blocks)
+        if catalog.block(block) is None
+    ]
+    if connections is not None:
+        out += [
+            problem(
+                "pipeline.connection.unknown",
+                f"connection '{name}' is required but does not exist in this namespace",
+                "spec",
+                "requires",
+                "connections",
+                i,
+                connection=name,
+            )
+            for i, name in enumerate(requires.connections)
+            if name not in connections
+        ]
     return out
 
 
