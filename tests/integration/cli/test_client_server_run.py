@@ -107,12 +107,14 @@ def test_apply_sends_connections_and_webhooks_with_their_secrets(
     shutil.copy(EXAMPLES / "connection.yaml", files / "connection.yaml")
     shutil.copy(EXAMPLES / "webhook.yaml", files / "webhook.yaml")
 
-    # Without the Secret the Connection is refused, located, and nothing else is held back.
+    # Without the Secret the Connection is refused, located; the Pipeline that requires it
+    # is refused for that reason, and nothing else is held back.
     missing = cli(server, tmp_path, "apply", "-f", str(files), "-o", "json")
     assert missing.returncode == 1
     problems = [r for r in records(missing) if r["kind"] == "problem"]
     assert [(p["code"], p["location"]) for p in problems] == [
-        ("secret.not_found", "spec.secrets.token")
+        ("secret.not_found", "spec.secrets.token"),
+        ("pipeline.connection.unknown", "spec.requires.connections[0]"),
     ]
     assert "connection.yaml#0" in missing.stderr and "Traceback" not in missing.stderr
     held = {(r["manifest"], r["name"]) for r in records(missing) if r["kind"] == "applied"}

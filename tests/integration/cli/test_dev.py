@@ -185,12 +185,15 @@ def test_a_connection_without_its_secret_is_a_located_problem(folder: Path, stat
     try:
         dev.expect(lambda r: r["kind"] == "ready")
         problems = [r for r in dev.seen if r["kind"] == "problem"]
+        # The Pipeline requiring the refused Connection is refused with it, located.
         assert [(p["code"], p["location"]) for p in problems] == [
-            ("secret.not_found", "spec.secrets.token")
+            ("secret.not_found", "spec.secrets.token"),
+            ("pipeline.connection.unknown", "spec.requires.connections[0]"),
         ]
-        # Adding the Secret later resolves it.
+        # Adding the Secret later resolves both.
         (folder / "secret.yaml").write_text(SECRET)
         dev.expect(applied("modelling-api", "created"))
+        dev.expect(applied("ingest-regions", "created"))
     finally:
         assert dev.stop() == 0
 
