@@ -63,9 +63,9 @@ def one_line_error(done: subprocess.CompletedProcess[str], code: int) -> str:
 def test_run_by_name_builds_params_against_the_servers_schema_and_follows(
     server: dict[str, str], tmp_path: Path
 ) -> None:
-    applied = cli(server, tmp_path, "apply", "-f", str(EXAMPLES / "webhook.yaml"), "-o", "json")
-    applied = cli(server, tmp_path, "apply", "-f", str(EXAMPLES / "error-handler.yaml"))
-    assert applied.returncode == 0, applied.stderr
+    for example in ("webhook.yaml", "error-handler.yaml"):
+        applied = cli(server, tmp_path, "apply", "-f", str(EXAMPLES / example), "-o", "json")
+        assert applied.returncode == 0, applied.stderr
 
     watched = cli(server, tmp_path, "run", "ingest-day", "-p", "day=2026-02-01", "--watch")
     assert watched.returncode == 0, watched.stderr
@@ -105,7 +105,9 @@ def test_apply_sends_connections_and_webhooks_with_their_secrets(
     files = tmp_path / "manifests"
     files.mkdir()
     shutil.copy(EXAMPLES / "connection.yaml", files / "connection.yaml")
-    shutil.copy(EXAMPLES / "webhook.yaml", files / "webhook.yaml")
+    # A Webhook of its own: the module's server may already hold the example's (and its token).
+    webhook = (EXAMPLES / "webhook.yaml").read_text()
+    (files / "webhook.yaml").write_text(webhook.replace("name: upstream-publish", "name: own-hook"))
 
     # Without the Secret the Connection is refused, located; the Pipeline that requires it
     # is refused for that reason, and nothing else is held back.
@@ -118,7 +120,7 @@ def test_apply_sends_connections_and_webhooks_with_their_secrets(
     ]
     assert "connection.yaml#0" in missing.stderr and "Traceback" not in missing.stderr
     held = {(r["manifest"], r["name"]) for r in records(missing) if r["kind"] == "applied"}
-    assert ("Webhook", "upstream-publish") in held
+    assert ("Webhook", "own-hook") in held
     # The Webhook was new: its token was minted here and kept owner-only, never printed.
     (minted,) = [r for r in records(missing) if r["kind"] == "token"]
     token_file = tmp_path / minted["file"]
