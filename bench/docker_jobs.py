@@ -19,7 +19,7 @@ The cluster comes from ``--kubeconfig`` (default ``$KUBECONFIG``); ``make cluste
 the local control plane (kwok plays the pods).
 
     export KUBECONFIG=$(make -s cluster-up)
-    uv run python -m bench.docker_jobs --runs 200 --qps 20
+    uv run python bench/docker_jobs.py --runs 200 --qps 20
 
 Last line: runs=<n> qps=<q> bare_jobs_per_s=<a> engine_jobs_per_s=<b> overhead_pct=<c>
 """
@@ -38,7 +38,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.workers import apply, door, stop_workers, wait_registered
+from workers import apply, door, stop_workers, wait_registered
+
 from dirigent.blocks.connections import KubernetesConnection
 from dirigent.blocks.kubernetes.client import KubeClient
 from dirigent.engine import RunRequest

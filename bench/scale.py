@@ -17,7 +17,7 @@ database is then VACUUM ANALYZEd, as autovacuum would have done over those years
     uv run python bench/scale.py            # 1M, then 5M attempts of history
 
 Every level prints one line; the claim's plan is printed once history is in. After the
-first level, retention purges that whole history (``store.workers.prune_runs``, bounded
+first level, retention purges that whole history (``store.sweeping.prune_runs``, bounded
 batches of 500 runs, as the sweeper does, back to back) while runs keep being created and
 run by two workers (200 attempts/s); the bench prints the claim delay (an attempt queued → claimed, from its
 rows) p50/p99 during the purge beside the same stream without a purge, and the purge's
@@ -46,7 +46,7 @@ from dirigent.engine.store.claims import CLAIM
 from dirigent.engine.store.database import create_database, upgrade_async
 from dirigent.engine.store.embedded import EmbeddedPostgres
 from dirigent.engine.store.pool import connect, create_pool
-from dirigent.engine.store.workers import prune_runs
+from dirigent.engine.store.sweeping import prune_runs
 
 PAIR = """
 apiVersion: dirigent.dev/v1alpha1
@@ -95,13 +95,15 @@ FILL = [
 
 
 async def fill(url: str, first_run: int, runs: int) -> float:
-    """Settled history runs with ids [first_run, first_run + runs): seconds taken."""
+    """Settled history runs, ids from first_run (or above the newest run): seconds taken."""
     conn = await connect(url)
     try:
         t0 = time.perf_counter()
         row = await conn.fetchrow(
             """SELECT p.id, p.current_version_id FROM pipelines p WHERE p.name = 'history'"""
         )
+        # Above every run so far: live runs made after an earlier fill took ids past it.
+        first_run = max(first_run, await conn.fetchval("SELECT coalesce(max(id), 0) + 1 FROM runs"))
         async with conn.transaction():
             await conn.execute("SET LOCAL session_replication_role = replica")
             step = 200_000  # runs per statement: bounded memory per batch

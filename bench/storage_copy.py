@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 import asyncpg
+from workers import apply, start_workers, stop_workers, wait_registered
 
-from bench.workers import apply, start_workers, stop_workers, wait_registered
 from dirigent.engine.plugins import discover
 from dirigent.engine.store import runs
 from dirigent.engine.store.database import create_database, upgrade_async
