@@ -52,3 +52,45 @@ async def test_without_notify_the_poll_still_finds_work(h: Harness) -> None:
         assert await h.until_settled(run.run_id, timeout=15) == "succeeded"
     [a] = await h.attempts(run.run_id, "a")
     assert a["started_at"] >= a["available_at"]
+
+
+ONE_STEP = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: one}
+spec:
+  steps:
+    a: {block: core.noop}
+"""
+
+
+async def test_the_next_claim_does_not_wait_for_the_last_commit(h: Harness) -> None:
+    """Concurrency bounds blocks executing, not outcomes waiting for the writer's commit.
+
+    Another transaction holds the first run's row, so the outcome of its attempt cannot
+    commit (the writer locks the run first). A worker with one slot still claims the next
+    run's attempt meanwhile: before, the slot was held until the commit and the second run
+    stayed queued for as long as the first one's row was held.
+    """
+    await h.apply(ONE_STEP)
+    first = await h.run("one")
+    async with h.pool.acquire() as holder:
+        hold = holder.transaction()
+        await hold.start()
+        await holder.execute("SELECT 1 FROM runs WHERE id = $1 FOR NO KEY UPDATE", first.run_id)
+        async with h.workers(1, concurrency=1, poll_interval=60.0):
+            await eventually(
+                lambda: h.attempts(first.run_id, "a"),
+                lambda rows: rows[0]["status"] == "running",
+                what="the first attempt claimed",
+            )
+            second = await h.run("one")
+            await eventually(
+                lambda: h.attempts(second.run_id, "a"),
+                lambda rows: rows[0]["status"] == "running",
+                what="the second attempt claimed while the first one's outcome waits",
+            )
+            assert (await h.attempts(first.run_id, "a"))[0]["status"] == "running"
+            await hold.commit()
+            for run in (first, second):
+                assert await h.until_settled(run.run_id) == "succeeded"

@@ -96,6 +96,9 @@ class Worker:
             runs_started=self.metrics.runs_started,
         )
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        # Attempts whose block has finished and whose outcome waits for the writer's commit:
+        # they hold a lease but no execution slot, so the next claim overlaps the commit.
+        self._committing: set[int] = set()
         # Outcomes wait here for the settler, which records whatever has gathered in one
         # transaction: a wide fan-out settles in batches instead of one commit per item.
         self._outcomes: asyncio.Queue[tuple[Outcome | Parking, asyncio.Future[None]]] = (
@@ -196,7 +199,7 @@ class Worker:
             # (a NOTIFY from anyone's commit) would otherwise make the wait below return at
             # once, and the loop would spin on the CPU until a slot freed.
             self._wake.clear()
-            free = self.config.concurrency - len(self._tasks)
+            free = self._free_slots()
             claimed: list[Claimed] = []
             if free > 0:
                 async with self._conn() as conn:
@@ -223,9 +226,21 @@ class Worker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
 
+    def _free_slots(self) -> int:
+        """Execution slots free, while no more than ``concurrency`` outcomes await a commit.
+
+        Concurrency bounds blocks executing; an attempt whose outcome is with the writer
+        executes nothing, so its slot goes to the next claim (claim and commit overlap
+        instead of alternating). What a worker holds stays bounded by twice its concurrency.
+        """
+        executing = len(self._tasks) - len(self._committing)
+        limit = self.config.concurrency
+        return min(limit - executing, 2 * limit - len(self._tasks))
+
     def _done_callback(self, attempt_id: int) -> Callable[[asyncio.Task[None]], None]:
         def done(_task: asyncio.Task[None]) -> None:
             self._tasks.pop(attempt_id, None)
+            self._committing.discard(attempt_id)
             self.metrics.in_flight.set(len(self._tasks))
             self._wake.set()  # a slot freed
 
@@ -298,8 +313,14 @@ class Worker:
         return released
 
     async def _settle(self, outcome: Outcome | Parking) -> None:
-        """Hand the outcome (or parking) to the writer and wait until it is committed (the slot stays held)."""
+        """Hand the outcome (or parking) to the writer and wait until it is committed.
+
+        The lease is held until then (the heartbeat keeps it); the execution slot is given
+        back at once, so the claim loop may take the next attempt meanwhile.
+        """
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._committing.add(outcome.attempt.id)
+        self._wake.set()
         await self._outcomes.put((outcome, done))
         await done
 

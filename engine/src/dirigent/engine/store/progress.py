@@ -19,7 +19,7 @@ from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.progression import Advance, StepState, advance, failed_step, run_outcome
 from dirigent.engine.statuses import WorkStatus
 from dirigent.engine.store import alerts
-from dirigent.engine.store.logs import LogRow, write_logs
+from dirigent.engine.store.logs import INSERT_LOGS, LogRow, log_values
 from dirigent.engine.store.named import named
 
 WORK_CHANNEL = "dirigent_work"
@@ -275,7 +275,7 @@ async def settle_runs(
     conn: asyncpg.Connection, settling: list[tuple[int, Pipeline, dict[str, StepState], str]]
 ) -> None:
     """Runs whose every step settled take their status, a closing log line, then their
-    report and alerts; the reads and writes are one statement each for all of them."""
+    report and alerts; the status and the line are one statement for all of them."""
     if not settling:
         return
     failed: dict[int, str | None] = {}
@@ -284,28 +284,31 @@ async def settle_runs(
         failed[run_id] = failed_step(pipeline, states, order)
     errors = await _last_errors(conn, [(r, s) for r, s in failed.items() if s is not None])
     rows = [(r, status, failed[r], errors.get(r)) for r, _, _, status in settling]
-    await conn.execute(
-        """UPDATE runs r SET status = t.status, finished_at = now(), last_progress_at = now(),
-                  failed_step = t.failed, error_message = COALESCE(r.error_message, t.error)
-           FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) AS t(id, status, failed, error)
-           WHERE r.id = t.id""",
-        [r for r, _, _, _ in rows],
-        [s for _, s, _, _ in rows],
-        [f for _, _, f, _ in rows],
-        [e for _, _, _, e in rows],
+    lines = [
+        LogRow(
+            run_id,
+            "error" if status == "failed" else "info",
+            f"run {status}",
+            {"status": status, **({"failed_step": step} if step else {})},
+        )
+        for run_id, status, step, _ in rows
+    ]
+    sql, args = named(
+        f"""WITH settled AS (
+               UPDATE runs r SET status = t.status, finished_at = now(), last_progress_at = now(),
+                      failed_step = t.failed, error_message = COALESCE(r.error_message, t.error)
+               FROM unnest(:ids::bigint[], :statuses::text[], :failed::text[], :errors::text[])
+                    AS t(id, status, failed, error)
+               WHERE r.id = t.id
+           )
+           {INSERT_LOGS}""",
+        ids=[r for r, _, _, _ in rows],
+        statuses=[s for _, s, _, _ in rows],
+        failed=[f for _, _, f, _ in rows],
+        errors=[e for _, _, _, e in rows],
+        **log_values(lines),
     )
-    await write_logs(
-        conn,
-        [
-            LogRow(
-                run_id,
-                "error" if status == "failed" else "info",
-                f"run {status}",
-                {"status": status, **({"failed_step": step} if step else {})},
-            )
-            for run_id, status, step, _ in rows
-        ],
-    )
+    await conn.execute(sql, *args)
     for run_id, pipeline, _, status in settling:
         await alerts.on_settled(conn, run_id, pipeline, status)
 
