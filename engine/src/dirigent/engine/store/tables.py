@@ -330,7 +330,7 @@ step_attempts = Table(
         "next_poll_at",
         postgresql_where=text("status = 'waiting'"),
     ),
-    Index("ix_step_attempts_run_id_step", "run_id", "step"),
+    # No index on (run_id, step): the unique key above begins with them (migration 0012).
     Index(
         "ix_step_attempts_lease_expires_at_running",
         "lease_expires_at",
