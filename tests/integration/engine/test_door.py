@@ -88,6 +88,29 @@ async def test_a_cursor_a_client_made_up_is_refused_as_a_problem(h: Harness) -> 
     assert too_many.value.problems[0].code == "page.limit.invalid"
 
 
+CHAIN = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: chain}
+spec:
+  steps:
+    extract: {block: core.noop}
+    t: {block: core.noop, dependsOn: [extract]}
+    load_warehouse: {block: core.noop, dependsOn: [t]}
+    audit: {block: core.noop}
+"""
+
+
+async def test_run_detail_lists_steps_in_dag_order(h: Harness) -> None:
+    """Layer by layer, not in the stored document's key order (JSONB orders keys by
+    length: t, audit, extract, load_warehouse)."""
+    await h.engine.apply(manifest(CHAIN), "default")
+    run = await h.engine.start_run(RunRequest("default", "chain"))
+    detail = await h.engine.run("default", run.run_id)
+    assert detail is not None
+    assert [s.step for s in detail.steps] == ["audit", "extract", "t", "load_warehouse"]
+
+
 async def test_run_detail_folds_items_and_attempts_per_step(h: Harness) -> None:
     engine = h.engine
     await engine.apply(manifest(FAN), "default")

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import asyncpg
 from pydantic import BaseModel
 
+from dirigent.engine.manifests import dag
 from dirigent.engine.statuses import RunStatus, WorkStatus
 from dirigent.engine.store.alerts import REPORT_ARTIFACT
 from dirigent.engine.views import (
@@ -169,7 +170,9 @@ async def run_detail(conn: asyncpg.Connection, namespace: str, run_id: int) -> R
     data = dict(run)
     spec: dict[str, Any] = data.pop("spec") or {}
     details = [_step_detail(dict(s), spec) for s in steps]
-    order = list(spec)
+    # DAG order (layer by layer): the stored document is JSONB, whose keys are not in the
+    # manifest's order.
+    order = dag.topological_order({n: s.get("dependsOn", []) for n, s in spec.items()})
     details.sort(key=lambda d: order.index(d.step) if d.step in order else len(order))
     return RunDetail.model_validate({**data, "steps": details})
 
