@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from e2e.harness import hoststate
+from e2e.harness.processes import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -55,6 +56,14 @@ def test_leftover_processes_are_found_by_their_exact_argument_and_stopped() -> N
     code = "import sys, time; time.sleep(600)"
     proc = subprocess.Popen([sys.executable, "-c", code, marker])
     try:
+        # Popen returns once the child is forked; its command line is the marker's only
+        # once it has exec'd.
+        wait_until(
+            lambda: hoststate.pids_with_arg(marker) != [],
+            what="the child's command line",
+            timeout=10,
+            interval=0.01,
+        )
         assert hoststate.pids_with_arg(marker) == [proc.pid]
         assert hoststate.pids_with_arg(marker[:-5]) == []  # a prefix is not the argument
         hoststate.kill_pids([proc.pid])

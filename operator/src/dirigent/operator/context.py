@@ -7,10 +7,11 @@ state, and a handler's dependencies are visible in its signature's first argumen
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -42,6 +43,19 @@ class Context:
     kube: Kube
     settings: OperatorSettings
     metrics: OperatorMetrics
+    _locks: dict[tuple[str, str, str], asyncio.Lock] = field(default_factory=dict, repr=False)
+
+    @asynccontextmanager
+    async def serialized(self, ref: ObjectRef) -> AsyncIterator[None]:
+        """One reconcile-and-write of an object at a time in this process.
+
+        A trigger's own handler and its Pipeline's re-sync of dependents may reconcile it at
+        once; without this, an outcome reached before the Pipeline was active could be
+        written after the re-sync's, leaving the trigger PipelineNotFound for good.
+        """
+        lock = self._locks.setdefault((ref.kind, ref.namespace, ref.name), asyncio.Lock())
+        async with lock:
+            yield
 
     @asynccontextmanager
     async def measured(self, kind: str) -> AsyncIterator[None]:

@@ -67,9 +67,10 @@ async def _resync_all(
     """Reconcile objects outside their own handler (dependents), writing through the API."""
     for body in bodies:
         ref = ObjectRef.of(body)
-        async with ctx.measured(ref.kind):
-            outcome = await reconcile(ctx, body)
-        await ctx.write(ref, outcome)
+        async with ctx.serialized(ref):
+            async with ctx.measured(ref.kind):
+                outcome = await reconcile(ctx, body)
+            await ctx.write(ref, outcome)
 
 
 def build_registry(
@@ -160,11 +161,14 @@ def _trigger_handlers(r: kopf.OperatorRegistry, ctx: Context) -> None:
         @kopf.on.create(API_GROUP, VERSION, plural, registry=r, id="trigger")
         @kopf.on.update(API_GROUP, VERSION, plural, registry=r, id="trigger")
         async def trigger_changed(**kw: Any) -> None:
+            # Written here rather than through kopf's patch (applied after the handler
+            # returns): the Pipeline's re-sync of its dependents writes under the same lock,
+            # so whichever of the two checks the engine last also writes last.
             ref = ObjectRef.of(kw["body"])
-            async with ctx.measured(ref.kind):
-                outcome = await reconcile_trigger(ctx, kw["body"])
-            _write(kw["patch"], outcome)
-            ctx.record(ref, outcome)
+            async with ctx.serialized(ref):
+                async with ctx.measured(ref.kind):
+                    outcome = await reconcile_trigger(ctx, kw["body"])
+                await ctx.write(ref, outcome)
 
         @kopf.on.delete(API_GROUP, VERSION, plural, registry=r, id="trigger-deleted")
         async def trigger_deleted(**kw: Any) -> None:
