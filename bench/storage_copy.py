@@ -27,15 +27,12 @@ import time
 from pathlib import Path
 
 import asyncpg
-from workers import apply, start_workers, stop_workers, wait_registered
+from workers import apply, door, start_workers, stop_workers, wait_registered
 
-from dirigent.engine.plugins import discover
-from dirigent.engine.store import runs
+from dirigent.engine import RunRequest
 from dirigent.engine.store.database import create_database, upgrade_async
 from dirigent.engine.store.embedded import EmbeddedPostgres
-from dirigent.engine.store.pool import create_pool, in_transaction
-from dirigent.engine.store.runs import RunRequest
-from dirigent.engine.store.versions import VersionCache
+from dirigent.engine.store.pool import create_pool
 
 
 def write_source(path: Path, size_mb: int) -> str:
@@ -78,9 +75,10 @@ async def main(size_mb: int) -> None:
         await wait_registered(pool, 1)
         stop_workers(idle)
         idle_peak = children_peak_mb()
-        await apply(
-            pool,
-            f"""
+        async with door(url) as engine:
+            await apply(
+                engine,
+                f"""
 apiVersion: dirigent.dev/v1alpha1
 kind: Pipeline
 metadata: {{name: copy}}
@@ -88,17 +86,11 @@ spec:
   steps:
     copy: {{block: storage.copy, config: {{source: '{source.as_uri()}', target: '{root.as_uri()}/out/big.bin'}}}}
 """,
-        )
-        procs = start_workers(url, 1, 1, root)
-        await pool.execute("DELETE FROM workers")
-        await wait_registered(pool, 1)
-        catalog = discover()
-        created = await in_transaction(
-            pool,
-            lambda c: runs.create_run(
-                c, RunRequest("default", "copy", {}), versions=VersionCache(), catalog=catalog
-            ),
-        )
+            )
+            procs = start_workers(url, 1, 1, root)
+            await pool.execute("DELETE FROM workers")
+            await wait_registered(pool, 1)
+            created = await engine.start_run(RunRequest("default", "copy", {}))
         started = time.monotonic()
         status = await settle(pool, created.run_id)
         seconds = time.monotonic() - started
