@@ -51,7 +51,7 @@ export GOCACHE="$cache/go/build"
 export GOTOOLCHAIN=local
 export GOFLAGS="-buildvcs=false -mod=mod"
 export CGO_ENABLED=0
-export GOPROXY="${GOPROXY:-https://proxy.golang.org,direct}"
+# GOPROXY: the Go client's own configured default (`go env GOPROXY`), never a host named here.
 mkdir -p "$bin" "$work" "$GOMODCACHE" "$GOCACHE"
 build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
