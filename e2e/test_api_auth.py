@@ -9,6 +9,7 @@ gets a 403 Problem; a token the cluster does not know gets a 401 Problem.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -161,3 +162,49 @@ def test_the_roles_aggregate_into_the_built_in_view_role(
         assert_problem(
             http.post("/pipelines/hello/$run", json={}, headers=viewer), 403, "auth.forbidden"
         )
+
+
+def test_apply_needs_the_right_on_the_kind_it_writes(
+    api_url: str, kubectl: Kubectl, namespace: str
+) -> None:
+    # Given an account that may apply through the API and create Pipelines, but not Connections
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "pipelines-only", "namespace": namespace},
+        "rules": [
+            {
+                "apiGroups": ["dirigent.dev"],
+                "resources": ["pipelines", "pipelines/apply"],
+                "verbs": ["create"],
+            }
+        ],
+    }
+    kubectl.run("apply", "-f", "-", stdin=json.dumps(role))
+    kubectl.run("create", "serviceaccount", "pipeliner", "-n", namespace)
+    kubectl.run(
+        "create", "rolebinding", "pipeliner", "-n", namespace,
+        "--role=pipelines-only", f"--serviceaccount={namespace}:pipeliner",
+    )  # fmt: skip
+    token = kubectl.run("create", "token", "pipeliner", "-n", namespace).stdout.strip()
+    pipeliner = {"Authorization": f"Bearer {token}"}
+    connection = {
+        "apiVersion": "dirigent.dev/v1alpha1",
+        "kind": "Connection",
+        "metadata": {"name": "api"},
+        "spec": {"type": "http", "settings": {"baseUrl": "http://example.invalid"}},
+    }
+    base = f"{api_url}/api/v1/namespaces/{namespace}"
+    with httpx.Client(base_url=base, timeout=30) as http:
+        # When it applies a Pipeline, then a Connection (also as a dry run)
+        applied = http.post("/pipelines/$apply", json=PIPELINE, headers=pipeliner)
+        refused = http.post("/pipelines/$apply", json=connection, headers=pipeliner)
+        planned = http.post(
+            "/pipelines/$apply", params={"dry_run": "true"}, json=connection, headers=pipeliner
+        )
+
+    # Then the Pipeline is applied and the Connection refused, naming the missing right
+    assert applied.status_code == 200, applied.text
+    for answer in (refused, planned):
+        assert_problem(answer, 403, "auth.forbidden")
+        assert answer.json()["params"] == {"verb": "create", "resource": "connections"}

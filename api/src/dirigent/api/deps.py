@@ -43,6 +43,7 @@ def _budget(request: Request) -> StreamBudget:
 
 
 EngineDep = Annotated[Engine, Depends(_engine)]
+AuthDep = Annotated[Auth, Depends(_auth)]
 Streams = Annotated[StreamBudget, Depends(_budget)]
 
 
@@ -73,18 +74,25 @@ def allowed(verb: str, resource: str, subresource: str = "") -> Callable[..., Aw
         auth: Annotated[Auth, Depends(_auth)],
         principal: Annotated[Principal, Depends(_principal)],
     ) -> Principal:
-        namespace = request.path_params.get("namespace")
-        if not await auth.authorize(principal, permission, namespace):
-            where = f" in namespace {namespace}" if namespace else ""
-            raise ApiProblem(
-                403,
-                "auth.forbidden",
-                f"{principal.name} may not {permission}{where}",
-                params={"verb": verb, "resource": f"{resource}/{subresource}".rstrip("/")},
-            )
+        await authorize(auth, principal, permission, request.path_params.get("namespace"))
         return principal
 
     return check
+
+
+async def authorize(
+    auth: Auth, principal: Principal, permission: Permission, namespace: str | None
+) -> None:
+    """Raise the 403 Problem naming ``permission`` unless the principal holds it here."""
+    if not await auth.authorize(principal, permission, namespace):
+        where = f" in namespace {namespace}" if namespace else ""
+        resource = f"{permission.resource}/{permission.subresource}".rstrip("/")
+        raise ApiProblem(
+            403,
+            "auth.forbidden",
+            f"{principal.name} may not {permission}{where}",
+            params={"verb": permission.verb, "resource": resource},
+        )
 
 
 CanListPipelines = Annotated[Principal, Depends(allowed("list", "pipelines"))]

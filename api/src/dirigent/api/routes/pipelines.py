@@ -8,13 +8,16 @@ from fastapi import APIRouter, Body, Query, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import Field
 
+from dirigent.api.auth import Permission
 from dirigent.api.deps import (
     After,
+    AuthDep,
     CanApplyPipelines,
     CanGetPipelines,
     CanListPipelines,
     CanRunPipelines,
     EngineDep,
+    authorize,
     IdempotencyKey,
     Limit,
     Namespace,
@@ -40,6 +43,14 @@ from dirigent.engine.problems import ProblemsError, problem
 router = APIRouter(prefix="/namespaces/{namespace}/pipelines", tags=["pipelines"])
 
 CARRY_SECRETS = ("Connection", "Webhook")
+# $apply is the door (create pipelines/apply); what comes through it also needs the right
+# `kubectl apply` of the same document would need, so the door grants nothing more than RBAC.
+RESOURCE_OF_KIND = {
+    "Pipeline": "pipelines",
+    "Schedule": "schedules",
+    "Webhook": "webhooks",
+    "Connection": "connections",
+}
 
 
 class ApplyDocument(ManifestDocument):
@@ -76,6 +87,7 @@ async def list_pipelines(
 )
 async def apply_manifest(
     engine: EngineDep,
+    auth: AuthDep,
     principal: CanApplyPipelines,
     namespace: Namespace,
     document: Annotated[ApplyDocument, Body(description="The whole manifest, as JSON.")],
@@ -86,6 +98,8 @@ async def apply_manifest(
     if manifest is None:
         raise ProblemsError(problems)
     _check_applicable(manifest.kind, manifest.metadata.namespace, namespace, document)
+    kind_right = Permission("create", RESOURCE_OF_KIND[manifest.kind])
+    await authorize(auth, principal, kind_right, namespace)
     plan = await engine.plan(manifest, namespace)
     applied = await engine.apply(
         manifest,
