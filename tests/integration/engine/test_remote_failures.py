@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from dirigent.engine.runtime.cancelling import cancel_run
+from dirigent.engine.runtime.cancelling import cancel_run, tell_owed_remotes
 from tests.integration.engine.harness import Harness
 from tests.waiting import eventually
 
@@ -169,3 +169,61 @@ async def test_a_cancel_while_execute_is_submitting_still_cancels_the_job(
         await wait_for(told)
     [job] = await h.attempts(run.run_id, "job")
     assert job["status"] == "cancelled" and job["handle"]["ref"] == ref
+
+
+async def _cancel(h: Harness, run_id: int) -> None:
+    await cancel_run(
+        h.pool, run_id, reason="test", catalog=h.catalog, storage=h.storage, versions=h.versions
+    )
+
+
+async def test_a_cancel_the_remote_refused_is_told_again(h: Harness, tmp_path: Path) -> None:
+    await h.apply(remote(tmp_path, polls=100000, extra=", cancel_errors: 2", name="deaf"))
+    run = await h.run("deaf")
+    async with h.workers(1):
+
+        async def submitting() -> bool:
+            return bool(await submitted(tmp_path))
+
+        await wait_for(submitting)
+        [ref] = await submitted(tmp_path)
+        await _cancel(h, run.run_id)
+
+        async def told() -> bool:
+            return ref in await cancelled_refs(tmp_path)
+
+        # The canceller's try and the sweeper's first retry fail; a later sweep tells it.
+        await wait_for(told)
+    assert kinds(tmp_path).count("cancel-error") == 2
+    [job] = await h.attempts(run.run_id, "job")
+    assert job["remote_cancel_tries"] == 3 and job["remote_cancelled_at"] is not None
+
+
+async def test_a_remote_that_never_accepts_the_cancel_is_given_up_on_the_run_log(
+    h: Harness, tmp_path: Path
+) -> None:
+    await h.apply(remote(tmp_path, polls=100000, extra=", cancel_errors: 100", name="gone"))
+    run = await h.run("gone")
+    async with h.workers(1):
+
+        async def parked() -> bool:
+            return [a["status"] for a in await h.attempts(run.run_id)] == ["waiting"]
+
+        await wait_for(parked)
+    # No sweeper runs now: every try below is this test's own.
+    await _cancel(h, run.run_id)
+
+    async def given_up() -> bool:
+        await tell_owed_remotes(
+            h.pool, catalog=h.catalog, storage=h.storage, max_tries=3, first_backoff=0.05
+        )
+        [job] = await h.attempts(run.run_id, "job")
+        return job["remote_cancelled_at"] is not None
+
+    await wait_for(given_up)
+    [job] = await h.attempts(run.run_id, "job")
+    assert job["remote_cancel_tries"] == 3
+    assert kinds(tmp_path).count("cancel-error") == 3 and "cancel" not in kinds(tmp_path)
+    [line] = [e for e in await h.logs(run.run_id) if "could not be told" in e["message"]]
+    assert line["level"] == "error" and line["step"] == "job"
+    assert f"remote job {job['handle']['ref']}" in line["message"]

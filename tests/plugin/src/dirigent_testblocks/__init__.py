@@ -128,6 +128,7 @@ class RemoteConfig(_Config):
     probe_errors: int = Field(default=0, ge=0, description="Raise on this many probes first.")
     fetch_errors: int = Field(default=0, ge=0, description="Raise on this many fetches first.")
     fetch_sleep: float = Field(default=0.0, ge=0)
+    cancel_errors: int = Field(default=0, ge=0, description="Raise on this many cancels first.")
 
 
 def _count(path: Path) -> int:
@@ -199,6 +200,9 @@ class RemoteOperator(Operator[RemoteConfig, RemoteOutput]):
         return RemoteOutput(ref=handle.ref, polls=int(handle.meta.get("seen", "0")))
 
     async def cancel(self, handle: RemoteHandle, config: RemoteConfig, ctx: StepContext) -> bool:
+        if _count(Path(config.dir) / f"cancel-errors-{handle.ref}") <= config.cancel_errors:
+            append_line(f"{config.dir}/events.log", f"cancel-error {handle.ref}")
+            raise ConnectionError("the API server did not answer")
         append_line(f"{config.dir}/events.log", f"cancel {handle.ref}")
         return True
 

@@ -17,11 +17,11 @@ from dirigent.api.deps import (
     CanListPipelines,
     CanRunPipelines,
     EngineDep,
-    authorize,
     IdempotencyKey,
     Limit,
     Namespace,
     PipelineName,
+    authorize,
 )
 from dirigent.api.models import (
     ApplyPlan,

@@ -3,7 +3,9 @@
 The transaction (``store.runs.cancel_run``) is what cancels: queued, waiting and running
 attempts become cancelled and the run settles as cancelled, together. Telling a remote
 system to stop comes after and may fail — ``cancel`` is best-effort and idempotent by
-contract — so a failure there is logged, never allowed to undo the cancellation.
+contract — so a failure there never undoes the cancellation: the debt stays in the outbox
+and is taken again after a backoff, up to ``REMOTE_CANCEL_TRIES`` tries; the last failure is
+logged on the run so someone can stop the remote by hand.
 """
 
 from __future__ import annotations
@@ -21,11 +23,15 @@ from dirigent.engine.runtime.context import EngineContext
 from dirigent.engine.storage import FileStorage
 from dirigent.engine.store import runs as runs_store
 from dirigent.engine.store.crypto import SecretSealer
+from dirigent.engine.store.logs import log_run
 from dirigent.engine.store.pool import Connection, Pool, in_transaction
 from dirigent.engine.store.versions import VersionCache
 from dirigent.sdk import Operator, RemoteHandle
 
 log = structlog.get_logger("dirigent.cancel")
+
+# About 25 minutes of tries with the doubling backoff (1 s, 2 s, ... capped at 5 minutes).
+REMOTE_CANCEL_TRIES = 10
 
 
 async def cancel_run(
@@ -63,14 +69,19 @@ async def tell_owed_remotes(
     run_id: int | None = None,
     remote_timeout: float = 10.0,
     sealer: SecretSealer | None = None,
+    max_tries: int = REMOTE_CANCEL_TRIES,
+    first_backoff: float = 1.0,
 ) -> int:
     """Tell the remote of every cancelled attempt holding a handle to stop (the outbox).
 
     Called after a cancel (for its run) and by every sweeper pass (for any run), so a
-    handle cancelled by FailFast, by Replace, or by a canceller that died is still told.
+    handle cancelled by FailFast, by Replace, or by a canceller that died is still told; one
+    whose cancel failed is taken again after its backoff. Returns how many were told.
     """
     async with pool.acquire() as conn:
-        owed = await runs_store.take_owed_remote_cancels(conn, run_id=run_id)
+        owed = await runs_store.take_owed_remote_cancels(
+            conn, run_id=run_id, first_backoff=first_backoff
+        )
 
     async def cascade(child_run_id: int) -> int:
         # A cancelled step that started a child run (pipeline.run) cancels the child; the
@@ -82,6 +93,8 @@ async def tell_owed_remotes(
             run_id=child_run_id,
             remote_timeout=remote_timeout,
             sealer=sealer,
+            max_tries=max_tries,
+            first_backoff=first_backoff,
         )
 
     told = 0
@@ -95,8 +108,34 @@ async def tell_owed_remotes(
             attempt_id=h["id"],
             cancel_remotes=cascade,
         )
-        told += await _tell(h, (catalog, storage, sealer), remote_timeout, runs, pool)
+        accepted = await _tell(h, (catalog, storage, sealer), remote_timeout, runs, pool)
+        await _settle_debt(pool, h, accepted=accepted, max_tries=max_tries)
+        told += int(accepted)
     return told
+
+
+async def _settle_debt(pool: Pool, h: dict[str, Any], *, accepted: bool, max_tries: int) -> None:
+    """A told remote, or the last try spent, ends the debt; otherwise its lease brings it back."""
+    if not accepted and h["tries"] < max_tries:
+        return
+
+    async def settle(conn: Connection) -> None:
+        await runs_store.told_remote_cancel(conn, h["id"])
+        if not accepted:
+            ref = (h["handle"] or {}).get("ref")
+            await log_run(
+                conn,
+                h["run_id"],
+                "error",
+                f"{h['step']}: the remote job {ref} could not be told to cancel after "
+                f"{h['tries']} tries; stop it by hand",
+                {"attempt_id": h["id"], "ref": ref, "tries": h["tries"]},
+                step=h["step"],
+            )
+
+    await in_transaction(pool, settle)
+    if not accepted:
+        log.error("cancel.remote_abandoned", run_id=h["run_id"], attempt_id=h["id"])
 
 
 async def _tell(
@@ -105,12 +144,14 @@ async def _tell(
     limit: float,
     runs: StepRuns,
     pool: Pool,
-) -> int:
+) -> bool:
+    """True once the remote accepted the cancel; False when it must be tried again."""
     catalog, storage, sealer = having
     entry = catalog.block(h["block"])
     if entry is None or not isinstance(entry.block, Operator):
+        # Another worker may carry the block: the debt stays for the next try.
         log.warning("cancel.remote_block_missing", attempt_id=h["id"], block=h["block"])
-        return 0
+        return False
     try:
         handle = RemoteHandle.model_validate(h["handle"])
         config = entry.block.config_model.model_validate(h["input"] or {})
@@ -135,7 +176,9 @@ async def _tell(
         )
         await asyncio.wait_for(entry.block.cancel(handle, config, ctx), limit)
     except Exception:
-        log.exception("cancel.remote_failed", run_id=h["run_id"], attempt_id=h["id"])
-        return 0
+        log.exception(
+            "cancel.remote_failed", run_id=h["run_id"], attempt_id=h["id"], tries=h["tries"]
+        )
+        return False
     log.info("cancel.remote_told", run_id=h["run_id"], attempt_id=h["id"], ref=handle.ref)
-    return 1
+    return True

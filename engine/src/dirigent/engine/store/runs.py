@@ -497,31 +497,55 @@ async def cancel_open_work(
 
 
 async def take_owed_remote_cancels(
-    conn: asyncpg.Connection, *, run_id: int | None = None, limit: int = 100
+    conn: asyncpg.Connection,
+    *,
+    run_id: int | None = None,
+    limit: int = 100,
+    first_backoff: float = 1.0,
 ) -> list[dict[str, Any]]:
-    """Cancelled attempts holding a remote handle nobody told yet; marked told as taken.
+    """Cancelled attempts holding a remote handle nobody has told yet, taken on a lease.
 
     Every path that cancels an attempt (a run cancelled or replaced, FailFast, a cancel that
-    raced a submit) leaves its handle here; the canceller and every worker's sweeper drain it,
-    so a remote job is told even when the process that cancelled died first.
+    raced a submit) leaves its handle here; the canceller and every worker's sweeper drain it.
+    Taking counts a try and pushes the due time out (``first_backoff`` seconds, doubling per
+    try, at most 5 minutes), so a try that failed, or whose taker died before telling, is taken
+    again then: a remote job is told even when the process that cancelled it died first.
+    ``told_remote_cancel`` ends the debt.
     """
     rows = await conn.fetch(
         f"""
         WITH owed AS (
             SELECT id FROM step_attempts
-            WHERE status = '{WorkStatus.CANCELLED}' AND handle IS NOT NULL AND remote_cancelled_at IS NULL
+            WHERE status = '{WorkStatus.CANCELLED}' AND handle IS NOT NULL
+              AND remote_cancelled_at IS NULL
+              AND (remote_cancel_due_at IS NULL OR remote_cancel_due_at <= now())
               AND ($1::bigint IS NULL OR run_id = $1)
             ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED
         ),
-        told AS (
-            UPDATE step_attempts a SET remote_cancelled_at = now() FROM owed WHERE a.id = owed.id
-            RETURNING a.id, a.run_id, a.run_item_id, a.step, a.block, a.handle, a.input, a.item_index
+        taken AS (
+            UPDATE step_attempts a
+            SET remote_cancel_tries = a.remote_cancel_tries + 1,
+                remote_cancel_due_at = now() + make_interval(
+                    secs => least($3::float8 * 2 ^ a.remote_cancel_tries, 300))
+            FROM owed WHERE a.id = owed.id
+            RETURNING a.id, a.run_id, a.run_item_id, a.step, a.block, a.handle, a.input,
+                      a.item_index, a.remote_cancel_tries AS tries
         )
         SELECT t.*, r.namespace, p.name AS pipeline
-        FROM told t JOIN runs r ON r.id = t.run_id JOIN pipelines p ON p.id = r.pipeline_id
+        FROM taken t JOIN runs r ON r.id = t.run_id JOIN pipelines p ON p.id = r.pipeline_id
         ORDER BY t.id
         """,
         run_id,
         limit,
+        first_backoff,
     )
     return [dict(r) for r in rows]
+
+
+async def told_remote_cancel(conn: asyncpg.Connection, attempt_id: int) -> None:
+    """The remote accepted the cancel, or the last try was spent: nothing is owed any more."""
+    await conn.execute(
+        "UPDATE step_attempts SET remote_cancelled_at = now(), remote_cancel_due_at = NULL "
+        "WHERE id = $1",
+        attempt_id,
+    )

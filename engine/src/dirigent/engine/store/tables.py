@@ -301,6 +301,9 @@ step_attempts = Table(
     # When the remote of a cancelled attempt holding a handle was told to stop; NULL while
     # that is still owed (the sweeper's outbox).
     _ts("remote_cancelled_at"),
+    # The outbox's lease: tries so far, and when an unanswered try may be taken again.
+    Column("remote_cancel_tries", Integer, nullable=False, server_default=text("0")),
+    _ts("remote_cancel_due_at"),
     Column("error_class", Text, nullable=True),
     Column("error_code", Text, nullable=True),
     Column("error_message", Text, nullable=True),
