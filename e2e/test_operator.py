@@ -147,6 +147,30 @@ def test_with_the_operator_down_a_bad_edit_keeps_the_last_good_version(
     assert "version 1 stays active" in live["conditions"][0]["message"]
 
 
+def test_a_pipeline_waits_for_the_pipelines_it_requires(operator: Any, given: Given) -> None:
+    # Given, while the operator is down, a Pipeline requiring one that is broken
+    for proc in operator.operators:
+        operator.kill(proc)
+    child = pipeline("child", {"a": {"block": "no.such.block"}})
+    parent = pipeline("parent", {"a": {"block": "core.noop"}}, requires={"pipelines": ["child"]})
+    then = given.objects(child, parent).when.applied().then
+    operator.start_operator()
+
+    # Then the parent is Invalid for want of an active child, located
+    waiting = then.of("Pipeline", "parent").condition("Ready", "False")
+    waiting.field("status.conditions[0].reason", equals="Invalid")
+    [found] = waiting.get()["status"]["problems"]
+    assert (found["code"], found["location"]) == (
+        "pipeline.pipeline.unknown",
+        "spec.requires.pipelines[0]",
+    )
+
+    # And once the child is fixed and Ready, the parent is reconciled again: Ready, no timer
+    fixed = pipeline("child", {"a": {"block": "core.noop"}})
+    ready(given.objects(fixed).when.applied().then)
+    ready(waiting, timeout=15)
+
+
 def test_a_failed_run_raises_a_warning_event_and_fills_the_columns(
     operator: Any, given: Given, kubectl: Kubectl, namespace: str, engine_client: EngineClient
 ) -> None:

@@ -151,6 +151,37 @@ spec:
     }
 
 
+async def test_the_requires_preflight_names_missing_pipelines_and_storage(h: Harness) -> None:
+    needs = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: needs}
+spec:
+  requires: {pipelines: [needs, child], storage: [file, s3]}
+  steps:
+    say: {block: core.echo, config: {value: 1}}
+"""
+    with pytest.raises(ProblemsError) as refused:
+        await apply(h, needs)
+    found = {(p.code, p.location, p.message) for p in refused.value.problems}
+    assert found == {
+        (
+            "pipeline.pipeline.unknown",
+            "spec.requires.pipelines[1]",
+            "pipeline 'child' is required but is not an active pipeline of this namespace",
+        ),
+        (
+            "pipeline.storage.unknown",
+            "spec.requires.storage[1]",
+            "storage 's3' is required but no backend serves 's3://' (served: file://)",
+        ),
+    }
+    # Once the required pipeline is active (and s3 no longer asked for), it is applied.
+    await apply(h, BASE.format(value=1).replace("{name: p}", "{name: child}"))
+    applied = await apply(h, needs.replace(", s3]", "]"))
+    assert applied.action == ApplyAction.CREATED  # type: ignore[attr-defined]
+
+
 async def test_offline_problems_refuse_apply(h: Harness) -> None:
     text = """
 apiVersion: dirigent.dev/v1alpha1

@@ -136,3 +136,17 @@ def test_text_output_locates_the_problem(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.stdout.startswith(f"{path}#0: spec.steps.a.block: block 'nope.missing'")
     assert result.stdout.rstrip().endswith("[pipeline.block.unknown]")
+
+
+def test_required_pipelines_are_among_the_manifests_given_and_storage_is_served(
+    tmp_path: Path,
+) -> None:
+    requires = "  requires:\n    pipelines: [child, absent]\n    storage: [file, s3]\n"
+    parent = _pipeline("a:\n  block: core.noop\n", name="parent", extra=requires)
+    child = _pipeline("a:\n  block: core.noop\n", name="child")
+    code, problems = _check(tmp_path, parent, child)
+    assert code == 1
+    assert _codes(problems) == [
+        ("pipeline.pipeline.unknown", "spec.requires.pipelines[1]"),
+        ("pipeline.storage.unknown", "spec.requires.storage[1]"),
+    ]

@@ -2,8 +2,8 @@
 
 Every document of every file is sent on its own to ``POST …/pipelines/$apply`` — the same
 validation as the operator and ``dirigent dev`` — in the order a document's references need:
-Connections, then Pipelines (they name connections), then Schedules and Webhooks (they name
-pipelines). ``--dry-run`` asks the server for the plan instead and writes nothing: per
+Connections, then Pipelines (they name connections; one after the pipelines it requires),
+then Schedules and Webhooks (they name pipelines). ``--dry-run`` asks the server for the plan instead and writes nothing: per
 document *created*, *changed* (with the steps added, removed and changed and the other fields
 that moved) or *unchanged*, and the problems of a document the server refuses, located as
 ``file#document: location``.
@@ -40,10 +40,10 @@ from dirigent.cli.remote import NamespaceOption, ProfileOption, Remote, TokenOpt
 from dirigent.cli.replying import EXIT_FAILED, EXIT_USAGE, Format, FormatOption
 from dirigent.cli.secrets import SecretStore, split_secrets
 from dirigent.engine.manifests.loading import SourceDocument, parse_manifest, read_paths
+from dirigent.engine.manifests.ordering import apply_order, facts_of
 from dirigent.engine.manifests.webhook import Webhook
 from dirigent.engine.problems import Problem
 
-_ORDER = {"Connection": 0, "Pipeline": 1, "Schedule": 2, "Webhook": 3}
 _WORDS = {"created": "created", "updated": "changed", "activated": "activated"}
 
 
@@ -71,7 +71,9 @@ async def _send(
     api: Client, namespace: str, docs: list[SourceDocument], store: SecretStore, dry_run: bool
 ) -> list[Outcome]:
     out: list[Outcome] = []
-    for doc in sorted(docs, key=lambda d: (_ORDER.get(_kind(d), 9), d.file or "", d.index or 0)):
+    for doc in apply_order(
+        docs, lambda d: facts_of(d.data), lambda d: (d.file or "", d.index or 0)
+    ):
         data: Any = doc.data
         meta = data.get("metadata") if isinstance(data, dict) else None
         ns = str(

@@ -32,6 +32,8 @@ from dirigent.engine.manifests.loading import (
     manifest_files,
     read_text,
 )
+from dirigent.engine.manifests.ordering import Facts, apply_order
+from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.manifests.webhook import Webhook
 from dirigent.engine.problems import Problem, sort_problems
 from dirigent.engine.validation.documents import DEFAULT_NAMESPACE, validate_documents
@@ -39,8 +41,12 @@ from dirigent.engine.validation.documents import DEFAULT_NAMESPACE, validate_doc
 __all__ = ["FolderSync", "Key"]
 
 Record = dict[str, Any]
-# Connections first (pipelines name them), triggers last (they name pipelines).
-_ORDER = {"Connection": 0, "Pipeline": 1, "Schedule": 2, "Webhook": 3}
+
+
+def _facts(item: LoadedManifest) -> Facts:
+    m = item.manifest
+    required = m.spec.requires.pipelines if isinstance(m, Pipeline) and m.spec.requires else ()
+    return Facts(m.kind, m.metadata.name, required)
 
 
 @dataclass(frozen=True, order=True)
@@ -153,15 +159,9 @@ class FolderSync:
         by_file: dict[str | None, list[Problem]],
     ) -> None:
         """Apply the folder's good files across files in kind order: a Schedule in one file
-        names a Pipeline in another, so every Pipeline goes in before any trigger."""
-        ordered = sorted(
-            loaded,
-            key=lambda m: (
-                _ORDER.get(m.manifest.kind, 9),
-                m.source.file or "",
-                m.source.index or 0,
-            ),
-        )
+        names a Pipeline in another, so every Pipeline goes in before any trigger (and after
+        the Pipelines it requires)."""
+        ordered = apply_order(loaded, _facts, lambda m: (m.source.file or "", m.source.index or 0))
         owned = {Path(f): set(keys) for f, keys in self._owned.items()}
         for item in ordered:
             path = Path(item.source.file or "")

@@ -27,6 +27,7 @@ from dirigent.engine.manifests.loading import LoadedManifest, read_paths
 from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.plugins import Catalog, discover
 from dirigent.engine.problems import Problem, sort_problems
+from dirigent.engine.storage import SERVED_SCHEMES
 from dirigent.engine.validation.catalog import check_against_catalog
 from dirigent.engine.validation.documents import DEFAULT_NAMESPACE, validate_documents
 
@@ -41,20 +42,26 @@ def catalog_problems(
 ) -> list[Problem]:
     """The catalog layer for every Pipeline with no offline problem, attributed to its source."""
     flawed = {(p.file, p.document) for p in offline}
-    connections: dict[str, set[str]] = {}
+    named: dict[tuple[str, str], set[str]] = {}
     for item in loaded:
         m = item.manifest
-        if isinstance(m, Connection):
+        if isinstance(m, Connection | Pipeline):
             namespace = m.metadata.namespace or DEFAULT_NAMESPACE
-            connections.setdefault(namespace, set()).add(m.metadata.name)
+            named.setdefault((m.kind, namespace), set()).add(m.metadata.name)
     out: list[Problem] = []
     for item in loaded:
         m = item.manifest
         source = (item.source.file, item.source.index)
         if not isinstance(m, Pipeline) or source in flawed:
             continue
-        names = connections.get(m.metadata.namespace or DEFAULT_NAMESPACE, set())
-        found = check_against_catalog(m, catalog, connections=names)
+        namespace = m.metadata.namespace or DEFAULT_NAMESPACE
+        found = check_against_catalog(
+            m,
+            catalog,
+            connections=named.get(("Connection", namespace), set()),
+            pipelines=named.get(("Pipeline", namespace), set()),
+            storage_schemes=SERVED_SCHEMES,
+        )
         out += [p.at(file=item.source.file, document=item.source.index) for p in found]
     return out
 
@@ -71,7 +78,7 @@ def command(
         typer.Option(
             "--catalog",
             help="Also check pipelines against the blocks installed locally; connections "
-            "named must be among the Connection manifests given.",
+            "and pipelines required must be among the manifests given.",
         ),
     ] = False,
 ) -> None:

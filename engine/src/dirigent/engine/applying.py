@@ -21,6 +21,7 @@ from dirigent.engine.manifests.schedule import Schedule
 from dirigent.engine.manifests.webhook import Webhook
 from dirigent.engine.plugins import Catalog
 from dirigent.engine.problems import ProblemsError, problem
+from dirigent.engine.storage import SERVED_SCHEMES
 from dirigent.engine.store import connections as connections_store
 from dirigent.engine.store import definitions, pool
 from dirigent.engine.store import schedules as schedules_store
@@ -104,7 +105,12 @@ async def _apply_pipeline(
     problems = check_pipeline(manifest)
     names = await connections_store.connection_kinds(conn, namespace)
     problems += check_against_catalog(
-        manifest, catalog, connections=names, enabled_unsafe=enabled_unsafe
+        manifest,
+        catalog,
+        connections=names,
+        enabled_unsafe=enabled_unsafe,
+        pipelines=await definitions.active_among(conn, namespace, _required(manifest)),
+        storage_schemes=SERVED_SCHEMES,
     )
     problems += check_alerting(manifest, catalog, connections=names)
     if problems:
@@ -113,6 +119,10 @@ async def _apply_pipeline(
         conn, manifest, namespace=namespace, provenance=provenance, owner_uid=owner_uid
     )
     return Applied("Pipeline", manifest.metadata.name, result.action, result.version, result.digest)
+
+
+def _required(manifest: Pipeline) -> list[str]:
+    return manifest.spec.requires.pipelines if manifest.spec.requires else []
 
 
 async def _apply_connection(

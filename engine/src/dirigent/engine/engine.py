@@ -42,7 +42,7 @@ from dirigent.engine.runtime.process import worker_config
 from dirigent.engine.runtime.scheduling import Scheduler, SchedulerConfig
 from dirigent.engine.runtime.worker import Worker
 from dirigent.engine.settings import EngineSettings
-from dirigent.engine.storage import FileStorage
+from dirigent.engine.storage import SERVED_SCHEMES, FileStorage
 from dirigent.engine.store import (
     api_reads,
     definitions,
@@ -637,8 +637,15 @@ class Engine:
         if not isinstance(manifest, Pipeline):
             return problems
         names = await self._read(lambda c: connections_store.connection_kinds(c, namespace))
+        required = manifest.spec.requires.pipelines if manifest.spec.requires else []
+        active = await self._read(lambda c: definitions.active_among(c, namespace, required))
         return check_pipeline(manifest) + check_against_catalog(
-            manifest, self.catalog, connections=names, enabled_unsafe=self.enabled_unsafe
+            manifest,
+            self.catalog,
+            connections=names,
+            enabled_unsafe=self.enabled_unsafe,
+            pipelines=active,
+            storage_schemes=SERVED_SCHEMES,
         )
 
     async def connections(

@@ -216,6 +216,11 @@ class FileStorage:
         os.replace(tmp, path)
 
 
+# What ``ctx.storage`` serves on every worker (``Storages.of``); ``requires.storage`` is
+# checked against it at apply.
+SERVED_SCHEMES: frozenset[str] = frozenset({"file"})
+
+
 class Storages:
     """``ctx.storage``: routes each URI to the backend registered for its scheme."""
 

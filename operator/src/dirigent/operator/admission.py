@@ -30,6 +30,7 @@ from dirigent.engine.manifests.pipeline import Pipeline
 from dirigent.engine.manifests.schedule import Schedule
 from dirigent.engine.manifests.webhook import Webhook
 from dirigent.engine.problems import Problem, sort_problems
+from dirigent.engine.storage import SERVED_SCHEMES
 from dirigent.engine.validation.catalog import check_against_catalog
 from dirigent.engine.validation.pipelines import check_pipeline
 from dirigent.engine.validation.triggers import check_schedule_against, check_webhook_against
@@ -86,11 +87,14 @@ async def judge(
 def _against_catalog(
     ctx: Context, manifest: Pipeline, connections: Collection[str]
 ) -> list[Problem]:
+    # ``requires.pipelines`` is left to the reconcile, as a trigger's pipeline is: a Pipeline
+    # may require one applied later in the same sync, and is re-reconciled once it is Ready.
     return check_against_catalog(
         manifest,
         ctx.engine.catalog,
         connections=connections,
         enabled_unsafe=ctx.engine.enabled_unsafe,
+        storage_schemes=SERVED_SCHEMES,
     )
 
 

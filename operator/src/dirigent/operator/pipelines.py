@@ -104,11 +104,21 @@ async def delete_pipeline(ctx: Context, body: Mapping[str, Any]) -> None:
     )
 
 
+def _required(body: Mapping[str, Any], what: str) -> list[str]:
+    requires = (body.get("spec") or {}).get("requires") or {}
+    names = requires.get(what) if isinstance(requires, dict) else None
+    return [n for n in names or [] if isinstance(n, str)] if isinstance(names, list) else []
+
+
 def required_connections(body: Mapping[str, Any]) -> list[str]:
     """The connections a Pipeline names in ``spec.requires.connections`` (never raises)."""
-    requires = (body.get("spec") or {}).get("requires") or {}
-    names = requires.get("connections") if isinstance(requires, dict) else None
-    return [n for n in names or [] if isinstance(n, str)]
+    return _required(body, "connections")
+
+
+def required_pipelines(body: Mapping[str, Any]) -> list[str]:
+    """The other pipelines a Pipeline names in ``spec.requires.pipelines`` (never raises)."""
+    own = (body.get("metadata") or {}).get("name")
+    return [n for n in _required(body, "pipelines") if n != own]
 
 
 def parsed(body: Mapping[str, Any]) -> Pipeline | None:

@@ -6,8 +6,9 @@ Each handler turns a Kubernetes event into one reconcile call (``pipelines``, ``
 
 - ``triggers_by_pipeline``: Schedules and Webhooks by (namespace, pipeline), so a Pipeline
   that becomes Ready (or goes away) re-reconciles the triggers waiting on it;
-- ``pipelines_by_connection``: Pipelines by (namespace, required connection), so a
-  Connection that syncs re-reconciles the Pipelines refused for lack of it;
+- ``pipelines_by_connection`` and ``pipelines_by_pipeline``: Pipelines by (namespace,
+  required connection or pipeline), so a Connection that syncs, or a Pipeline that becomes
+  Ready, re-reconciles the Pipelines refused for lack of it;
 - ``connections_by_secret``: Connections by (namespace, Secret), so a changed Secret
   re-syncs only the Connections that read it;
 - ``connection_names`` and ``pipeline_bodies``: what admission checks references against.
@@ -29,7 +30,12 @@ from .connections import delete_connection, reconcile_connection, secret_referen
 from .context import Context, Outcome
 from .health import keep_checking
 from .kube import VERSION, ObjectRef
-from .pipelines import delete_pipeline, reconcile_pipeline, required_connections
+from .pipelines import (
+    delete_pipeline,
+    reconcile_pipeline,
+    required_connections,
+    required_pipelines,
+)
 from .trigger_status import refresh_trigger
 from .triggers import delete_trigger, reconcile_trigger
 
@@ -104,6 +110,11 @@ def _indexes(r: kopf.OperatorRegistry) -> None:
         body = kw["body"]
         return {(kw["namespace"], c): _plain(body) for c in required_connections(body)}
 
+    @kopf.index(API_GROUP, VERSION, "pipelines", registry=r, id="pipelines_by_pipeline")
+    def by_required_pipeline(**kw: Any) -> Any:
+        body = kw["body"]
+        return {(kw["namespace"], p): _plain(body) for p in required_pipelines(body)}
+
     @kopf.index(API_GROUP, VERSION, "pipelines", registry=r, id="pipeline_bodies")
     def pipeline_bodies(**kw: Any) -> Any:
         return {(kw["namespace"], kw["name"]): _plain(kw["body"])}
@@ -129,17 +140,22 @@ def _pipeline_handlers(
     @kopf.on.create(API_GROUP, VERSION, "pipelines", registry=r, id="pipeline")
     @kopf.on.update(API_GROUP, VERSION, "pipelines", registry=r, id="pipeline")
     async def pipeline_changed(**kw: Any) -> None:
+        # Written under the object's lock, not through kopf's patch: a Connection's or a
+        # required Pipeline's re-sync of this one may run at once, and the last to check the
+        # engine must be the last to write.
         ref = ObjectRef.of(kw["body"])
         key = (ref.namespace, ref.name)
         pipelines[key] = ref
-        async with ctx.measured("Pipeline"):
-            outcome = await reconcile_pipeline(ctx, kw["body"])
-        _write(kw["patch"], outcome)
-        ctx.record(ref, outcome)
+        async with ctx.serialized(ref):
+            async with ctx.measured("Pipeline"):
+                outcome = await reconcile_pipeline(ctx, kw["body"])
+            await ctx.write(ref, outcome)
         if outcome.ready:
             waiting = _dependents(kw["schedules_by_pipeline"], key)
             waiting += _dependents(kw["webhooks_by_pipeline"], key)
             await _resync_all(ctx, reconcile_trigger, waiting)
+            requiring = _dependents(kw["pipelines_by_pipeline"], key)
+            await _resync_all(ctx, reconcile_pipeline, requiring)
 
     @kopf.on.delete(API_GROUP, VERSION, "pipelines", registry=r, id="pipeline-deleted")
     async def pipeline_deleted(**kw: Any) -> None:

@@ -8,6 +8,7 @@ version; runs pin the version they started from, so an edit never changes a run 
 from __future__ import annotations
 
 import enum
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,6 +174,20 @@ async def get_version_document(conn: asyncpg.Connection, version_id: int) -> dic
     if doc is None:
         raise LookupError(f"pipeline version {version_id} does not exist")
     return doc
+
+
+async def active_among(
+    conn: asyncpg.Connection, namespace: str, names: Collection[str]
+) -> set[str]:
+    """Which of ``names`` are active pipelines of the namespace (``requires.pipelines``)."""
+    if not names:
+        return set()
+    rows = await conn.fetch(
+        "SELECT name FROM pipelines WHERE namespace = $1 AND name = ANY($2::text[]) AND active",
+        namespace,
+        list(names),
+    )
+    return {r["name"] for r in rows}
 
 
 async def set_active(conn: asyncpg.Connection, namespace: str, name: str, active: bool) -> bool:

@@ -1,7 +1,8 @@
 """Catalog validation: a pipeline's steps against the blocks and connections installed.
 
 Runs at apply (and in ``dirigent validate --catalog``): the ``spec.requires`` preflight (each
-block it lists is installed, each connection it lists exists in the namespace), every step's
+block it lists is installed, each connection and pipeline it lists exists in the namespace,
+each storage scheme it lists has a backend), every step's
 block exists, each step's config fits its block's published JSON Schema — values still holding
 a ``${...}`` are not known yet and are left to the run — every connection a block's declared
 connection fields name exists (and is of a kind the field takes, when the kinds are known), and
@@ -79,8 +80,12 @@ def check_against_catalog(
     *,
     connections: Collection[str] | None = None,
     enabled_unsafe: Collection[str] | None = None,
+    pipelines: Collection[str] | None = None,
+    storage_schemes: Collection[str] | None = None,
 ) -> list[Problem]:
+    """Every problem against what is installed; a ``None`` surrounding is not checked."""
     out = _requires_problems(pipeline, catalog, connections)
+    out += _required_elsewhere(pipeline, pipelines, storage_schemes)
     for name, step in pipeline.spec.steps.items():
         where = ("spec", "steps", name)
         entry = catalog.block(step.block)
@@ -148,6 +153,44 @@ def _requires_problems(
             )
             for i, name in enumerate(requires.connections)
             if name not in connections
+        ]
+    return out
+
+
+def _required_elsewhere(
+    pipeline: Pipeline,
+    pipelines: Collection[str] | None,
+    storage_schemes: Collection[str] | None,
+) -> list[Problem]:
+    """``requires.pipelines`` (active in the namespace; itself counts) and ``requires.storage``."""
+    requires = pipeline.spec.requires
+    if requires is None:
+        return []
+    out: list[Problem] = []
+    if pipelines is not None:
+        known = {*pipelines, pipeline.metadata.name}
+        out += [
+            problem(
+                "pipeline.pipeline.unknown",
+                f"pipeline '{name}' is required but is not an active pipeline of this namespace",
+                *("spec", "requires", "pipelines", i),
+                pipeline=name,
+            )
+            for i, name in enumerate(requires.pipelines)
+            if name not in known
+        ]
+    if storage_schemes is not None:
+        served = ", ".join(f"{s}://" for s in sorted(storage_schemes)) or "none"
+        out += [
+            problem(
+                "pipeline.storage.unknown",
+                f"storage '{scheme}' is required but no backend serves '{scheme}://' "
+                f"(served: {served})",
+                *("spec", "requires", "storage", i),
+                scheme=scheme,
+            )
+            for i, scheme in enumerate(requires.storage)
+            if scheme not in storage_schemes
         ]
     return out
 
