@@ -179,6 +179,40 @@ def test_dev_applies_the_folder_and_keeps_in_step_with_it(dev: Dev, folder: Path
     assert dev.stop() == 0
 
 
+def test_the_api_answers_only_once_the_folder_is_in_force(folder: Path, state: Path) -> None:
+    # Enough pipelines that applying the folder takes a while.
+    many = {f"p{i:03}" for i in range(150)}
+    for name in many:
+        (folder / f"{name}.yaml").write_text(
+            (EXAMPLES / "linear.yaml").read_text().replace("name: linear", f"name: {name}")
+        )
+    port = free_port()
+    dev = Dev(folder, state, port, "dev-token-0123456789")
+    try:
+        # A script waiting for the API to answer, then listing at once ...
+        deadline = time.monotonic() + 120
+        while True:
+            assert dev.process.poll() is None, "".join(dev.stderr)
+            assert time.monotonic() < deadline, "the API never answered"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health/ready", timeout=1).is_success:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.02)
+        listing = httpx.get(
+            f"http://127.0.0.1:{port}/api/v1/namespaces/default/pipelines",
+            params={"limit": 500},
+            headers={"Authorization": "Bearer dev-token-0123456789"},
+            timeout=10,
+        )
+        # ... finds every pipeline of the folder already applied.
+        names = {p["name"] for p in listing.json()["items"]}
+        assert names == {"linear", "fan-out", "ingest-regions", *many}
+    finally:
+        assert dev.stop() == 0
+
+
 def test_a_connection_without_its_secret_is_a_located_problem(folder: Path, state: Path) -> None:
     (folder / "secret.yaml").unlink()
     dev = Dev(folder, state, free_port(), "t" * 16)

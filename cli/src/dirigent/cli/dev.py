@@ -124,12 +124,14 @@ async def _serve(
     worker = engine.worker()
     scheduler = engine.scheduler()
     api = ApiServer(create_app(engine, auth=StaticToken(token)), host=HOST, port=port)
-    await api.start()
     working = [asyncio.create_task(worker.run()), asyncio.create_task(scheduler.run())]
     try:
         sync = FolderSync(engine, folder, state, printer)
         _progress(f"applying {folder} ...")
         count = await sync.sync()
+        # The API answers once the folder is in force: a script that waits for it to answer
+        # and then starts a run must find every pipeline of the folder.
+        await api.start()
         _ready(printer, port, token, count, time.monotonic() - began)
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
