@@ -142,58 +142,51 @@ spec:
         await wait_for(told)
 
 
-async def test_a_cancel_while_execute_is_submitting_still_cancels_the_job(
-    h: Harness, tmp_path: Path
-) -> None:
-    await h.apply(remote(tmp_path, polls=100000, extra=", submit_sleep: 1.0", name="slow"))
-    run = await h.run("slow")
-    async with h.workers(1):
-
-        async def submitting() -> bool:
-            return bool(await submitted(tmp_path))
-
-        await wait_for(submitting)
-        await cancel_run(
-            h.pool,
-            run.run_id,
-            reason="test",
-            catalog=h.catalog,
-            storage=h.storage,
-            versions=h.versions,
-        )
-        [ref] = await submitted(tmp_path)
-
-        async def told() -> bool:
-            return ref in await cancelled_refs(tmp_path)
-
-        await wait_for(told)
-    [job] = await h.attempts(run.run_id, "job")
-    assert job["status"] == "cancelled" and job["handle"]["ref"] == ref
-
-
 async def _cancel(h: Harness, run_id: int) -> None:
     await cancel_run(
         h.pool, run_id, reason="test", catalog=h.catalog, storage=h.storage, versions=h.versions
     )
 
 
+async def _submitted_one(tmp: Path) -> str:
+    """The ref of the one job submitted, once it is."""
+
+    async def submitting() -> bool:
+        return bool(await submitted(tmp))
+
+    await wait_for(submitting)
+    [ref] = await submitted(tmp)
+    return ref
+
+
+async def _told(tmp: Path, ref: str) -> None:
+    async def told() -> bool:
+        return ref in await cancelled_refs(tmp)
+
+    await wait_for(told)
+
+
+async def test_a_cancel_while_execute_is_submitting_still_cancels_the_job(
+    h: Harness, tmp_path: Path
+) -> None:
+    await h.apply(remote(tmp_path, polls=100000, extra=", submit_sleep: 1.0", name="slow"))
+    run = await h.run("slow")
+    async with h.workers(1):
+        ref = await _submitted_one(tmp_path)
+        await _cancel(h, run.run_id)
+        await _told(tmp_path, ref)
+    [job] = await h.attempts(run.run_id, "job")
+    assert job["status"] == "cancelled" and job["handle"]["ref"] == ref
+
+
 async def test_a_cancel_the_remote_refused_is_told_again(h: Harness, tmp_path: Path) -> None:
     await h.apply(remote(tmp_path, polls=100000, extra=", cancel_errors: 2", name="deaf"))
     run = await h.run("deaf")
     async with h.workers(1):
-
-        async def submitting() -> bool:
-            return bool(await submitted(tmp_path))
-
-        await wait_for(submitting)
-        [ref] = await submitted(tmp_path)
+        ref = await _submitted_one(tmp_path)
         await _cancel(h, run.run_id)
-
-        async def told() -> bool:
-            return ref in await cancelled_refs(tmp_path)
-
         # The canceller's try and the sweeper's first retry fail; a later sweep tells it.
-        await wait_for(told)
+        await _told(tmp_path, ref)
     assert kinds(tmp_path).count("cancel-error") == 2
     [job] = await h.attempts(run.run_id, "job")
     assert job["remote_cancel_tries"] == 3 and job["remote_cancelled_at"] is not None
