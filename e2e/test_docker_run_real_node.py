@@ -27,6 +27,7 @@ from e2e.harness.realnode import RealNode, placement
 from e2e.kubectl import Kubectl
 from tests.conftest import database_factory, db_url, make_database, pg_server, pg_template
 from tests.integration.engine.harness import Harness, harness
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 __all__ = ["database_factory", "db_url", "make_database", "pg_server", "pg_template"]
@@ -162,6 +163,13 @@ async def test_cancelling_the_run_deletes_the_job_and_stops_the_container(
         await until(lambda: printed(kubectl, namespace, run_id), "'started'", timeout=180)
         pod = only_pod(kubectl, namespace, run_id)["metadata"]["name"]
         assert pod in real_node.running_pods()
+
+        # The container may print before the worker has committed the Job's handle; a cancel
+        # then would be the submit race (tests/integration/engine/test_remote_failures.py).
+        async def handle_held() -> bool:
+            return any(a["handle"] is not None for a in await h.attempts(run_id))
+
+        await eventually(handle_held, timeout=30, what="the Job's handle to be committed")
         assert await h.engine.cancel_run(h.namespace, run_id, reason="test") == 1
         await until(lambda: not jobs(kubectl, namespace, run_id), "the Job to be deleted")
         await until(lambda: pod not in real_node.running_pods(), "the container to stop")
