@@ -3,10 +3,13 @@ ends an attempt holding a handle tells the remote to cancel."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from dirigent.engine.runtime.cancelling import cancel_run, tell_owed_remotes
+from dirigent.engine.store import runs as runs_store
+from dirigent.engine.store.pool import in_transaction
 from tests.integration.engine.harness import Harness
 from tests.waiting import eventually
 
@@ -220,3 +223,33 @@ async def test_a_remote_that_never_accepts_the_cancel_is_given_up_on_the_run_log
     [line] = [e for e in await h.logs(run.run_id) if "could not be told" in e["message"]]
     assert line["level"] == "error" and line["step"] == "job"
     assert f"remote job {job['handle']['ref']}" in line["message"]
+
+
+async def test_the_canceller_waits_for_a_worker_writing_the_attempt_then_tells_it(
+    h: Harness, tmp_path: Path
+) -> None:
+    await h.apply(remote(tmp_path, polls=100000, name="busy"))
+    run = await h.run("busy")
+    async with h.workers(1):
+        ref = await _submitted_one(tmp_path)
+
+        async def parked() -> bool:
+            return [a["status"] for a in await h.attempts(run.run_id)] == ["waiting"]
+
+        await wait_for(parked)
+    [job] = await h.attempts(run.run_id)
+    await in_transaction(
+        h.pool, lambda c: runs_store.cancel_run(c, run.run_id, reason="test", versions=h.versions)
+    )
+    # A worker's write (a probe result it will discard, a heartbeat) holds the row a moment.
+    async with h.pool.acquire() as worker, worker.transaction():
+        await worker.execute(
+            "SELECT 1 FROM step_attempts WHERE id = $1 FOR NO KEY UPDATE", job["id"]
+        )
+        telling = asyncio.create_task(
+            tell_owed_remotes(h.pool, catalog=h.catalog, storage=h.storage, run_id=run.run_id)
+        )
+        await asyncio.sleep(0.3)
+        assert not telling.done(), "the canceller skipped the row and left it to a sweep"
+    assert await telling == 1
+    assert ref in await cancelled_refs(tmp_path)

@@ -511,7 +511,12 @@ async def take_owed_remote_cancels(
     try, at most 5 minutes), so a try that failed, or whose taker died before telling, is taken
     again then: a remote job is told even when the process that cancelled it died first.
     ``told_remote_cancel`` ends the debt.
+
+    The canceller (``run_id`` given) waits for a row another transaction holds: that is the
+    worker that was probing the attempt, writing a result it will discard, and skipping the
+    row would leave the remote to the next sweep. Sweepers skip it and move on.
     """
+    lock = "FOR UPDATE" if run_id is not None else "FOR UPDATE SKIP LOCKED"
     rows = await conn.fetch(
         f"""
         WITH owed AS (
@@ -520,7 +525,7 @@ async def take_owed_remote_cancels(
               AND remote_cancelled_at IS NULL
               AND (remote_cancel_due_at IS NULL OR remote_cancel_due_at <= now())
               AND ($1::bigint IS NULL OR run_id = $1)
-            ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED
+            ORDER BY id LIMIT $2 {lock}
         ),
         taken AS (
             UPDATE step_attempts a
