@@ -41,7 +41,7 @@ from collections import Counter
 from pathlib import Path
 
 import asyncpg
-from workers import apply, door, start_workers, stop_workers, wait_registered
+from workers import PAIR, apply, door, start_workers, stop_workers, wait_registered
 
 from dirigent.engine import RunRequest
 from dirigent.engine.store.database import create_database, upgrade_async
@@ -56,15 +56,6 @@ spec:
   params: {{type: object, properties: {{n: {{type: integer}}}}}}
   steps:
     each: {{block: core.noop, forEach: {items}}}
-"""
-PAIR = """
-apiVersion: dirigent.dev/v1alpha1
-kind: Pipeline
-metadata: {name: pair}
-spec:
-  steps:
-    a: {block: core.noop}
-    b: {block: core.noop, dependsOn: [a]}
 """
 
 

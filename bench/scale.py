@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from workers import apply, door, start_workers, stop_workers, wait_registered
+from workers import PAIR, apply, door, start_workers, stop_workers, wait_registered
 
 from dirigent.engine import RunRequest
 from dirigent.engine.store.claims import CLAIM
@@ -48,15 +48,6 @@ from dirigent.engine.store.embedded import EmbeddedPostgres
 from dirigent.engine.store.pool import connect, create_pool
 from dirigent.engine.store.sweeping import prune_runs
 
-PAIR = """
-apiVersion: dirigent.dev/v1alpha1
-kind: Pipeline
-metadata: {name: pair}
-spec:
-  steps:
-    a: {block: core.noop}
-    b: {block: core.noop, dependsOn: [a]}
-"""
 HISTORY = """
 apiVersion: dirigent.dev/v1alpha1
 kind: Pipeline

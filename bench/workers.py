@@ -21,6 +21,17 @@ import asyncpg
 from dirigent.engine import Engine, EngineSettings
 from dirigent.engine.manifests.loading import parse_manifest, read_text
 
+# The many-small-runs shape of the throughput and scale benches: two no-op steps in a row.
+PAIR = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: pair}
+spec:
+  steps:
+    a: {block: core.noop}
+    b: {block: core.noop, dependsOn: [a]}
+"""
+
 
 @contextlib.asynccontextmanager
 async def door(url: str, pool_size: int = 4, **more: Any) -> AsyncIterator[Engine]:

@@ -3,9 +3,9 @@
 Every document of every file is sent on its own to ``POST …/pipelines/$apply`` — the same
 validation as the operator and ``dirigent dev`` — in the order a document's references need:
 Connections, then Pipelines (they name connections; one after the pipelines it requires),
-then Schedules and Webhooks (they name pipelines). ``--dry-run`` asks the server for the plan instead and writes nothing: per
-document *created*, *changed* (with the steps added, removed and changed and the other fields
-that moved) or *unchanged*, and the problems of a document the server refuses, located as
+then Schedules and Webhooks (they name pipelines). ``--dry-run`` asks the server for the
+plan instead and writes nothing: per document *created*, *changed* (with the steps added,
+removed and changed and the other fields that moved) or *unchanged*, and the problems of a document the server refuses, located as
 ``file#document: location``.
 
 Secrets, as ``dirigent dev`` reads them: a Connection's ``secretKeyRef``s and a Webhook's

@@ -45,8 +45,7 @@ Record = dict[str, Any]
 
 def _facts(item: LoadedManifest) -> Facts:
     m = item.manifest
-    required = m.spec.requires.pipelines if isinstance(m, Pipeline) and m.spec.requires else ()
-    return Facts(m.kind, m.metadata.name, required)
+    return Facts(m.kind, m.metadata.name, m.required_pipelines if isinstance(m, Pipeline) else ())
 
 
 @dataclass(frozen=True, order=True)

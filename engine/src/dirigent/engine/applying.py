@@ -109,7 +109,7 @@ async def _apply_pipeline(
         catalog,
         connections=names,
         enabled_unsafe=enabled_unsafe,
-        pipelines=await definitions.active_among(conn, namespace, _required(manifest)),
+        pipelines=await definitions.active_among(conn, namespace, manifest.required_pipelines),
         storage_schemes=SERVED_SCHEMES,
     )
     problems += check_alerting(manifest, catalog, connections=names)
@@ -119,10 +119,6 @@ async def _apply_pipeline(
         conn, manifest, namespace=namespace, provenance=provenance, owner_uid=owner_uid
     )
     return Applied("Pipeline", manifest.metadata.name, result.action, result.version, result.digest)
-
-
-def _required(manifest: Pipeline) -> list[str]:
-    return manifest.spec.requires.pipelines if manifest.spec.requires else []
 
 
 async def _apply_connection(

@@ -637,7 +637,7 @@ class Engine:
         if not isinstance(manifest, Pipeline):
             return problems
         names = await self._read(lambda c: connections_store.connection_kinds(c, namespace))
-        required = manifest.spec.requires.pipelines if manifest.spec.requires else []
+        required = manifest.required_pipelines
         active = await self._read(lambda c: definitions.active_among(c, namespace, required))
         return check_pipeline(manifest) + check_against_catalog(
             manifest,

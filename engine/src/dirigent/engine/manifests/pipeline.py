@@ -147,3 +147,8 @@ class Pipeline(Model):
     kind: Literal["Pipeline"]
     metadata: ObjectMeta
     spec: PipelineSpec
+
+    @property
+    def required_pipelines(self) -> list[str]:
+        """The pipelines ``spec.requires.pipelines`` names (none without ``requires``)."""
+        return self.spec.requires.pipelines if self.spec.requires else []
