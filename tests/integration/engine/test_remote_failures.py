@@ -188,11 +188,18 @@ async def test_a_cancel_the_remote_refused_is_told_again(h: Harness, tmp_path: P
     async with h.workers(1):
         ref = await _submitted_one(tmp_path)
         await _cancel(h, run.run_id)
-        # The canceller's try and the sweeper's first retry fail; a later sweep tells it.
+        # The canceller's try and the sweeper's first retry fail; a later sweep tells it
+        # and then (after the remote answered, so the test waits for it) ends the debt.
         await _told(tmp_path, ref)
+
+        async def debt_ended() -> bool:
+            [job] = await h.attempts(run.run_id, "job")
+            return job["remote_cancelled_at"] is not None
+
+        await wait_for(debt_ended)
     assert kinds(tmp_path).count("cancel-error") == 2
     [job] = await h.attempts(run.run_id, "job")
-    assert job["remote_cancel_tries"] == 3 and job["remote_cancelled_at"] is not None
+    assert job["remote_cancel_tries"] == 3
 
 
 async def test_a_remote_that_never_accepts_the_cancel_is_given_up_on_the_run_log(
