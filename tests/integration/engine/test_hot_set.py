@@ -5,6 +5,11 @@ have a partial index whose rows are only the work they look for, so their cost d
 grow with the settled history beside it. These tests fill a database with settled runs
 (set-based, as years of history would leave it), ANALYZE it so the planner knows, and
 read the plans with EXPLAIN: no timing is asserted, only which relation each plan reads.
+
+The claim and the outcome's record are also run for real on a queue the statistics have not
+seen yet (a fan-out inserted after the last ANALYZE, as every burst of work is), with
+``auto_explain`` sending back the plan of every statement they execute, the claim
+function's body included.
 """
 
 from __future__ import annotations
@@ -13,7 +18,13 @@ import datetime as dt
 import json
 from typing import Any
 
+import asyncpg
+
+from dirigent.engine.attempts import Outcome
+from dirigent.engine.store import claims
 from dirigent.engine.store.claims import CLAIM
+from dirigent.engine.store.outcomes import settle_many
+from dirigent.engine.store.pool import connect
 from dirigent.engine.store.sweeping import PRUNE_RUNS
 from tests.integration.engine.harness import Harness
 
@@ -86,6 +97,43 @@ async def plan(h: Harness, sql: str, *args: Any) -> list[dict[str, Any]]:
     return nodes
 
 
+async def executed_plans(h: Harness, sql: str, *args: Any) -> list[dict[str, Any]]:
+    """Every node of the plan of every statement ``sql`` executes, nested ones included."""
+    return await _auto_explained(h, lambda conn: conn.fetch(sql, *args))
+
+
+async def _auto_explained(h: Harness, work: Any) -> list[dict[str, Any]]:
+    """Run ``work(conn)`` in a transaction that is rolled back, with ``auto_explain`` logging
+    every plan to this session as a LOG message; returns the nodes of all of them."""
+    messages: list[str] = []
+    conn = await connect(h.url)
+    conn.add_log_listener(lambda _c, m: messages.append(m.message))
+    try:
+        tx = conn.transaction()
+        await tx.start()
+        await conn.execute(
+            """LOAD 'auto_explain';
+               SET LOCAL auto_explain.log_min_duration = 0;
+               SET LOCAL auto_explain.log_nested_statements = on;
+               SET LOCAL auto_explain.log_format = json;
+               SET LOCAL client_min_messages = log"""
+        )
+        await work(conn)
+        await tx.rollback()
+    finally:
+        await conn.close()
+    nodes: list[dict[str, Any]] = []
+    for message in messages:
+        if "plan:" not in message:
+            continue
+        stack = [json.loads(message.split("plan:", 1)[1])["Plan"]]
+        while stack:
+            node = stack.pop()
+            nodes.append(node)
+            stack += node.get("Plans", [])
+    return nodes
+
+
 def scans(nodes: list[dict[str, Any]], relation: str) -> list[tuple[str, str | None]]:
     """(node type, index) of every scan of ``relation`` in the plan."""
     return [
@@ -97,7 +145,7 @@ def scans(nodes: list[dict[str, Any]], relation: str) -> list[tuple[str, str | N
 
 async def test_the_claim_reads_only_the_partial_indexes_of_live_work(h: Harness) -> None:
     await with_history(h)
-    nodes = await plan(h, CLAIM, "w", 16, [], dt.timedelta(seconds=30))
+    nodes = await executed_plans(h, CLAIM, "w", 16, [], dt.timedelta(seconds=30))
     attempts = scans(nodes, "step_attempts")
     indexes = {index for _, index in attempts}
     assert "ix_step_attempts_claim_queued" in indexes, attempts
@@ -127,3 +175,49 @@ async def test_idle_lookups_and_retention_read_their_partial_indexes(h: Harness)
     assert {i for _, i in scans(queued, "step_attempts")} == {"ix_step_attempts_claim_queued"}
     prune = await plan(h, PRUNE_RUNS, dt.timedelta(days=30), 500)
     assert ("Index Scan", "ix_runs_finished_at_settled") in scans(prune, "runs"), prune
+
+
+FAN_OUT = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: burst}
+spec:
+  steps:
+    each: {block: core.noop, forEach: %s}
+"""
+
+
+async def test_a_queue_the_statistics_have_not_seen_is_claimed_and_recorded_by_index(
+    h: Harness,
+) -> None:
+    """A burst of work no ANALYZE has seen yet: the planner believes almost nothing
+    is queued or running. The claim must still walk the claim index in order (not read and
+    sort every queued row), and the record must find its attempts by key (not read every
+    running attempt through the lease index): both costs would grow with the burst."""
+    await h.apply(FAN_OUT % list(range(3000)))
+    await h.run("burst")
+    assert await h.fetchval("SELECT count(*) FROM step_attempts WHERE status = 'queued'") == 3000
+
+    async def claim_and_record(conn: asyncpg.Connection) -> None:
+        lease = dt.timedelta(seconds=30)
+        for _ in range(3):  # running attempts pile up as a busy worker's would
+            held = await claims.claim(conn, "w", limit=16, tags=[], lease=lease)
+            assert len(held) == 16
+        outcomes = [Outcome(a, "w", "succeeded", output={}) for a in held]
+        settled = await settle_many(conn, outcomes, h.versions)
+        assert not any(s.discarded for s in settled)
+
+    nodes = await _auto_explained(h, claim_and_record)
+    attempts = scans(nodes, "step_attempts")
+    assert ("Index Scan", "ix_step_attempts_claim_queued") in attempts, attempts
+    assert all(kind != "Seq Scan" for kind, _ in attempts), attempts
+    by_lease = [
+        n for n in nodes if n.get("Index Name") == "ix_step_attempts_lease_expires_at_running"
+    ]
+    assert not by_lease, by_lease
+    sorted_queue = [
+        n
+        for n in nodes
+        if n["Node Type"] == "Sort" and any("fair_seq" in k for k in n.get("Sort Key", []))
+    ]
+    assert not sorted_queue, sorted_queue

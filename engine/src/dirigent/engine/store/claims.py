@@ -29,12 +29,7 @@ WITH polls AS (
     ORDER BY next_poll_at, id
     LIMIT greatest(1, $2 / 2) FOR UPDATE SKIP LOCKED
 ),
-queued AS (
-    SELECT id FROM step_attempts
-    WHERE status = 'queued' AND available_at <= now() AND requires_workers <@ $3::jsonb
-    ORDER BY priority DESC, fair_seq, available_at, id
-    LIMIT $2 - (SELECT count(*) FROM polls) FOR UPDATE SKIP LOCKED
-),
+queued AS (SELECT claimable_queued($2 - (SELECT count(*) FROM polls), $3::jsonb) AS id),
 more_polls AS (
     SELECT id FROM step_attempts
     WHERE status = 'waiting' AND next_poll_at <= now() AND requires_workers <@ $3::jsonb
@@ -42,23 +37,21 @@ more_polls AS (
     ORDER BY next_poll_at, id
     LIMIT $2 - (SELECT count(*) FROM polls) - (SELECT count(*) FROM queued) FOR UPDATE SKIP LOCKED
 ),
-due AS (SELECT id FROM polls UNION ALL SELECT id FROM queued UNION ALL SELECT id FROM more_polls),
 claimed AS (
     UPDATE step_attempts a
     SET status = 'running', lease_owner = $1, lease_expires_at = now() + $4::interval,
         started_at = now(), first_started_at = COALESCE(a.first_started_at, now())
-    FROM due d
-    WHERE a.id = d.id
+    WHERE a.id = ANY(ARRAY(SELECT id FROM polls UNION ALL SELECT id FROM queued
+                           UNION ALL SELECT id FROM more_polls))
     RETURNING a.id, a.run_id, a.run_item_id, a.step, a.item_index, a.number, a.kind, a.block,
               a.first_started_at, a.cursor, a.handle, a.fetched, a.wait_message, a.gone_count,
               a.available_at, a.next_poll_at, a.probe_errors
 )
-SELECT c.*, r.params, r.version_id, r.window_start, r.window_end, r.namespace, p.name AS pipeline,
-       i.value AS item_value
+SELECT c.*, r.params, r.version_id, r.window_start, r.window_end, r.namespace,
+       (SELECT p.name FROM pipelines p WHERE p.id = r.pipeline_id) AS pipeline,
+       (SELECT i.value FROM run_items i WHERE i.id = c.run_item_id) AS item_value
 FROM claimed c
 JOIN runs r ON r.id = c.run_id
-JOIN pipelines p ON p.id = r.pipeline_id
-LEFT JOIN run_items i ON i.id = c.run_item_id
 """
 
 

@@ -77,7 +77,10 @@ async def park_many(conn: asyncpg.Connection, worker_id: str, parkings: list[Par
     logs = [LogRow.of(p.attempt, ln) for p in parkings for ln in p.logs]
     sql, args = named(
         f"""
-        WITH u AS (
+        WITH l AS (  -- the rows are locked already; read by key, as ``_RECORD`` says why
+            SELECT id, lease_owner, status FROM step_attempts WHERE id = ANY(:ids::bigint[])
+        ),
+        u AS (
             UPDATE step_attempts a
             SET status = '{WorkStatus.WAITING}', next_poll_at = now() + p.poll, lease_owner = NULL,
                 lease_expires_at = NULL, handle = COALESCE(p.handle::jsonb, a.handle),
@@ -87,7 +90,8 @@ async def park_many(conn: asyncpg.Connection, worker_id: str, parkings: list[Par
                         :messages::text[], :progress::float8[], :gone::int[], :inputs::text[],
                         :probe_errors::int[])
                  AS p(id, poll, handle, cursor, msg, prog, gone, input, errs)
-            WHERE a.id = p.id AND a.lease_owner = :worker_id AND a.status = '{WorkStatus.RUNNING}'
+            JOIN l ON l.id = p.id
+            WHERE a.id = l.id AND l.lease_owner = :worker_id AND l.status = '{WorkStatus.RUNNING}'
             RETURNING a.id
         ),
         logs AS ({INSERT_LOGS} WHERE line.attempt_id IN (SELECT id FROM u))
@@ -253,10 +257,14 @@ async def _note_progress(conn: asyncpg.Connection, run_ids: list[int]) -> dict[i
 
 
 # ``_record``'s statement: attempts locked in id order (``l``), then updated (``u``); what
-# follows writes only for the attempts ``u`` updated.
+# follows writes only for the attempts ``u`` updated. Whether an attempt is still this
+# worker's is read from ``l``, the locked row's latest version: a predicate on ``a`` would
+# match the partial lease index, and a planner whose statistics predate the batch's work
+# then scans every running attempt for the few by primary key.
 _RECORD = f"""
     WITH l AS (
-        SELECT id FROM step_attempts WHERE id = ANY(:ids::bigint[]) ORDER BY id FOR NO KEY UPDATE
+        SELECT id, lease_owner, status FROM step_attempts WHERE id = ANY(:ids::bigint[])
+        ORDER BY id FOR NO KEY UPDATE
     ),
     u AS (
         UPDATE step_attempts a
@@ -269,7 +277,7 @@ _RECORD = f"""
                     :error_params::text[])
              AS u(id, status, input, output, error_class, error_code, error_message, error_params)
         JOIN l ON l.id = u.id
-        WHERE a.id = u.id AND a.lease_owner = :worker_id AND a.status = '{WorkStatus.RUNNING}'
+        WHERE a.id = l.id AND l.lease_owner = :worker_id AND l.status = '{WorkStatus.RUNNING}'
         RETURNING a.id
     ),
     arts AS (
