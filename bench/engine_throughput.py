@@ -75,8 +75,12 @@ spec:
 
 
 async def settle(pool: asyncpg.Pool, run_ids: list[int]) -> None:
+    # EXISTS stops at the first run still in flight: counting 5,000 runs every 20 ms took
+    # 2.4 ms of the server's time per poll, a tenth of a core the engine under test lost.
     while await pool.fetchval(
-        "SELECT count(*) FROM runs WHERE id = ANY($1) AND status IN ('queued', 'running')", run_ids
+        """SELECT EXISTS (SELECT 1 FROM runs
+                          WHERE status IN ('queued', 'running') AND id = ANY($1))""",
+        run_ids,
     ):
         await asyncio.sleep(0.02)
 

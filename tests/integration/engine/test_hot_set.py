@@ -23,12 +23,13 @@ import asyncpg
 from dirigent.engine.attempts import Outcome
 from dirigent.engine.store import claims
 from dirigent.engine.store.claims import CLAIM
+from dirigent.engine.store.counting import COUNTED_UNSETTLED
 from dirigent.engine.store.outcomes import settle_many
 from dirigent.engine.store.pool import connect
 from dirigent.engine.store.sweeping import PRUNE_RUNS
 from tests.integration.engine.harness import Harness
 
-HISTORY_RUNS = 20_000  # 5 settled attempts each: 100k attempts, 80k items, 100k log lines
+HISTORY_RUNS = 20_000  # 2 steps, 5 settled attempts each: 100k attempts, 80k items, 100k logs
 
 PIPELINE = """
 apiVersion: dirigent.dev/v1alpha1
@@ -46,6 +47,10 @@ FILL = [
        SELECT g, 'default', $2, $3, 'succeeded', 'schedule', now() - interval '300 days',
               now() - interval '300 days' + g * interval '1 second', now() - interval '300 days'
        FROM generate_series(1000001, 1000000 + $1) g""",
+    """INSERT INTO run_steps (run_id, step, status, items, items_succeeded, started_at, finished_at)
+       SELECT g, s.step, 'succeeded', s.items, coalesce(s.items, 0), now() - interval '300 days',
+              now() - interval '300 days'
+       FROM generate_series(1000001, 1000000 + $1) g, (VALUES ('a', NULL::int), ('b', 4)) s(step, items)""",
     """INSERT INTO run_items (id, run_id, step, index, value, status, finished_at)
        SELECT g * 4 + i, g, 'b', i, to_jsonb(i), 'succeeded', now() - interval '300 days'
        FROM generate_series(1000001, 1000000 + $1) g, generate_series(0, 3) i""",
@@ -173,6 +178,9 @@ async def test_idle_lookups_and_retention_read_their_partial_indexes(h: Harness)
         h, "SELECT count(*) FROM step_attempts WHERE status = 'queued' AND available_at <= now()"
     )
     assert {i for _, i in scans(queued, "step_attempts")} == {"ix_step_attempts_claim_queued"}
+    counted = await plan(h, COUNTED_UNSETTLED)
+    assert all(kind != "Seq Scan" for kind, _ in scans(counted, "run_steps")), counted
+    assert {n.get("Index Name") for n in counted} >= {"ix_run_steps_running_fan_outs"}, counted
     prune = await plan(h, PRUNE_RUNS, dt.timedelta(days=30), 500)
     assert ("Index Scan", "ix_runs_finished_at_settled") in scans(prune, "runs"), prune
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 
+from dirigent.engine.store.pool import connect
+from dirigent.engine.store.progress import WORK_CHANNEL
 from tests.integration.engine.harness import Harness
-from tests.waiting import eventually
+from tests.waiting import eventually, until
 
 LISTENING = "SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN %'"
 
@@ -32,6 +34,23 @@ async def test_an_idle_worker_wakes_on_notify_not_on_its_poll(h: Harness) -> Non
         run = await h.run("w")
         async with asyncio.timeout(15):
             assert await h.until_settled(run.run_id) == "succeeded"
+
+
+async def test_a_step_an_outcome_makes_ready_notifies_the_idle_workers(h: Harness) -> None:
+    """Step b is queued by a's outcome: that transaction notifies, so every idle worker (not
+    only the one whose freed slot wakes it) claims at once. Listening starts after the run
+    was created, so the creation's own notification is not what is heard."""
+    await h.apply(TWO_STEPS)
+    run = await h.run("w")
+    heard: list[str] = []
+    listener = await connect(h.url)
+    try:
+        await listener.add_listener(WORK_CHANNEL, lambda *args: heard.append(args[2]))
+        async with h.workers(1, poll_interval=60.0, sweep_interval=60.0):
+            assert await h.until_settled(run.run_id) == "succeeded"
+        await until(lambda: heard, what="a notification from the outcome that queued b")
+    finally:
+        await listener.close()
 
 
 async def test_without_notify_the_poll_still_finds_work(h: Harness) -> None:

@@ -22,7 +22,10 @@ import structlog
 
 from dirigent.engine.attempts import LogLine, Outcome, Parking
 from dirigent.engine.storable import storable_text, storable_value, unstorable_path
+from dirigent.engine.store import counting
+from dirigent.engine.store.outcomes import Settled, will_retry
 from dirigent.engine.store.pool import UNSTORABLE_ERRORS, Connection, Pool, in_transaction
+from dirigent.engine.store.versions import VersionCache
 from dirigent.sdk import ErrorClass
 
 log = structlog.get_logger("dirigent.worker")
@@ -30,6 +33,7 @@ log = structlog.get_logger("dirigent.worker")
 UNSTORABLE = "engine.value.unstorable"
 Entry = Outcome | Parking
 Writer = Callable[[Connection, list[Outcome], list[Parking]], Awaitable[Any]]
+Written = tuple[set[int], dict[int, Settled]]  # a writer's result: parked ids, settled outcomes
 
 
 def _where(*path: str | int) -> str:
@@ -132,3 +136,45 @@ async def _alone(
     except Exception:
         log.exception("attempt.write_failed", attempt_id=entry.attempt.id)
         return []
+
+
+def countable(outcome: Outcome, versions: VersionCache) -> bool:
+    """An item's outcome that will not retry: counted without its run's lock (``count_items``)."""
+    pipeline = versions.peek(outcome.attempt.version_id)
+    return (
+        outcome.attempt.run_item_id is not None
+        and pipeline is not None
+        and not will_retry(outcome, pipeline)
+    )
+
+
+async def count_items(
+    pool: Pool, versions: VersionCache, worker_id: str, outcomes: list[Outcome]
+) -> list[tuple[Entry, Written]] | None:
+    """Count ``countable`` outcomes in autocommit, then settle the steps they end.
+
+    None when the count failed (nothing was written: the caller records the batch the usual
+    way). A settle that fails after the count is left to the sweeper (``counting``).
+    """
+    try:
+        async with pool.acquire() as conn:
+            accepted, counters = await counting.count(conn, outcomes, worker_id)
+            ended = await counting.ended(conn, counters, versions)
+    except Exception:
+        log.exception("attempt.count_failed", attempts=len(outcomes))
+        return None
+    runs: dict[int, str] = {}
+    if ended:
+        try:
+            runs = await in_transaction(
+                pool, lambda conn: counting.settle_counted(conn, ended, versions)
+            )
+        except Exception:
+            log.exception("step.settle_failed", steps=[s for _, _, s in ended])
+    settled = {
+        o.attempt.id: Settled(run_status=runs.get(o.attempt.run_id))
+        if o.attempt.id in accepted
+        else Settled(discarded=True)
+        for o in outcomes
+    }
+    return [(o, (set(), settled)) for o in outcomes]

@@ -23,7 +23,7 @@ from dirigent.engine.plugins import Catalog
 from dirigent.engine.runtime import cancelling
 from dirigent.engine.runtime.executing import failure
 from dirigent.engine.storage import FileStorage
-from dirigent.engine.store import claims, sweeping
+from dirigent.engine.store import claims, counting, sweeping
 from dirigent.engine.store import outcomes as outcome_store
 from dirigent.engine.store import workers as workers_store
 from dirigent.engine.store.crypto import SecretSealer
@@ -101,11 +101,13 @@ class Sweeper:
         self.metrics.queue_depth.set(queued)
         self.metrics.waiting.set(waiting)
         started = await self._start_stalled_queues()
+        counted = await self._settle_counted()
         pruned, logs_pruned = await self._prune()
-        if recovered or started or stuck or pruned or logs_pruned:
+        if recovered or started or stuck or pruned or logs_pruned or counted:
             log.info(
                 "sweeper.pass",
                 attempts_recovered=len(recovered),
+                fan_outs_settled=counted,
                 runs_started=started,
                 workers_gone=gone,
                 runs_stuck=stuck,
@@ -115,6 +117,7 @@ class Sweeper:
         return {
             "recovered": recovered,
             "runs_started": started,
+            "fan_outs_settled": counted,
             "workers_gone": gone,
             "stuck": stuck,
             "pruned": pruned,
@@ -144,6 +147,20 @@ class Sweeper:
             self.pool, lambda conn: outcome_store.settle_many(conn, outcomes, self.versions)
         )
         log.warning("sweeper.attempts_unrecoverable", attempts=ids)
+
+    async def _settle_counted(self) -> list[int]:
+        """Fan-out steps their counters end that nobody settled: a worker died between
+        counting a batch and settling the step it ended (``store/counting.py``). Returns
+        their runs."""
+        async with self._conn() as conn:
+            rows = await counting.counted_unsettled(conn)
+            ended = await counting.ended(conn, rows, self.versions)
+        if not ended:
+            return []
+        await in_transaction(
+            self.pool, lambda conn: counting.settle_counted(conn, ended, self.versions)
+        )
+        return sorted({run_id for run_id, _, _ in ended})
 
     async def _start_stalled_queues(self) -> list[int]:
         """A pipeline with queued runs and none running gets its oldest queued run started."""

@@ -336,7 +336,12 @@ class Worker:
                 batch.append(self._outcomes.get_nowait())
             outcomes = [o for o, _ in batch if isinstance(o, Outcome)]
             parkings = [o for o, _ in batch if isinstance(o, Parking)]
-            written = await recording.record(self.pool, self._write, self.id, outcomes, parkings)
+            written = await self._count(
+                [o for o in outcomes if recording.countable(o, self.versions)]
+            )
+            counted = {e.attempt.id for e, _ in written}
+            outcomes = [o for o in outcomes if o.attempt.id not in counted]
+            written += await recording.record(self.pool, self._write, self.id, outcomes, parkings)
             parked: set[int] = set()
             settled: dict[int, outcome_store.Settled] = {}
             for _, (p, s) in written:
@@ -357,6 +362,13 @@ class Worker:
                     )
                 if not done.done():
                     done.set_result(None)
+
+    async def _count(self, items: list[Outcome]) -> list[tuple[recording.Entry, Any]]:
+        """Fan-out items that will not retry: counted without their run's lock (``counting``)."""
+        if not items:
+            return []
+        counted = await recording.count_items(self.pool, self.versions, self.id, items)
+        return [] if counted is None else list(counted)
 
     async def _write(
         self, conn: Connection, outcomes: list[Outcome], parkings: list[Parking]

@@ -77,7 +77,7 @@ async def park_many(conn: asyncpg.Connection, worker_id: str, parkings: list[Par
     logs = [LogRow.of(p.attempt, ln) for p in parkings for ln in p.logs]
     sql, args = named(
         f"""
-        WITH l AS (  -- the rows are locked already; read by key, as ``_RECORD`` says why
+        WITH l AS (  -- the rows are locked already; read by key, as ``RECORD`` says why
             SELECT id, lease_owner, status FROM step_attempts WHERE id = ANY(:ids::bigint[])
         ),
         u AS (
@@ -127,7 +127,7 @@ async def park_many(conn: asyncpg.Connection, worker_id: str, parkings: list[Par
     return parked
 
 
-def _will_retry(o: Outcome, pipeline: Pipeline) -> bool:
+def will_retry(o: Outcome, pipeline: Pipeline) -> bool:
     """A failure the retry policy answers with another attempt (a manual attempt never is)."""
     a = o.attempt
     return (
@@ -177,12 +177,19 @@ async def lock_batch(
 async def _lock_queue_pipelines(
     conn: asyncpg.Connection, attempts: list[Claimed], versions: VersionCache
 ) -> None:
-    """The pipelines of runs under the Queue policy (settling one may start the next run)."""
+    await lock_queue_pipelines(conn, {(a.run_id, a.version_id) for a in attempts}, versions)
+
+
+async def lock_queue_pipelines(
+    conn: asyncpg.Connection, runs: set[tuple[int, int]], versions: VersionCache
+) -> None:
+    """The pipelines of runs (id, version id) under the Queue policy, in id order: settling
+    one of those runs may start the next, which locks its pipeline."""
     queue_runs = sorted(
         {
-            a.run_id
-            for a in attempts
-            if (await versions.get(conn, a.version_id)).spec.concurrency is ConcurrencyPolicy.QUEUE
+            run_id
+            for run_id, version_id in runs
+            if (await versions.get(conn, version_id)).spec.concurrency is ConcurrencyPolicy.QUEUE
         }
     )
     if queue_runs:
@@ -207,8 +214,9 @@ async def settle_many(
     the runs involved are locked once, in id order (so two batches can never deadlock on
     each other), and each kind of write is one statement for the whole batch, whatever the
     number of runs in it: record (with the fan-out counters), retry, settle steps, advance
-    runs. A fan-out's batch is four round trips (begin, lock its run, record, commit), and
-    its run row, which every worker's batch of that fan-out waits for, is held over two.
+    runs. A worker sends here only what ``store.counting`` cannot count without the run
+    lock (plain steps' outcomes, retries); a fan-out's items that do not retry are counted
+    there, and only the batch that ends the step takes the run's row.
     """
     if not outcomes:
         return []
@@ -216,11 +224,11 @@ async def settle_many(
     assert len(worker_ids) == 1, "a batch comes from one worker"
     pipelines = {o.attempt.id: await versions.get(conn, o.attempt.version_id) for o in outcomes}
     # The lock order of ``lock_batch``: pipelines, runs (with their progress), then the
-    # attempts (in ``_record``'s first step).
+    # attempts (in ``record``'s first step).
     await _lock_queue_pipelines(conn, [o.attempt for o in outcomes], versions)
-    locked = await _note_progress(conn, sorted({o.attempt.run_id for o in outcomes}))
-    retrying = {o.attempt.id for o in outcomes if _will_retry(o, pipelines[o.attempt.id])}
-    accepted, counters = await _record(conn, outcomes, next(iter(worker_ids)), retrying)
+    locked = await note_progress(conn, sorted({o.attempt.run_id for o in outcomes}))
+    retrying = {o.attempt.id for o in outcomes if will_retry(o, pipelines[o.attempt.id])}
+    accepted, counters = await record(conn, outcomes, next(iter(worker_ids)), retrying)
     results: dict[int, Settled] = {o.attempt.id: Settled(discarded=True) for o in outcomes}
     live = [o for o in outcomes if o.attempt.id in accepted and o.attempt.run_id in locked]
     if not live:
@@ -236,16 +244,16 @@ async def settle_many(
         for o in kept
         if o.attempt.run_item_id is None
     }
-    terminal.update(await _fan_outs_settled(conn, counters, locked, versions))
-    await _settle_steps(conn, terminal)
-    settled = await _advance(conn, sorted({r for r, _ in terminal}), locked, versions)
+    terminal.update(await fan_outs_settled(conn, counters, locked, versions))
+    await settle_steps(conn, terminal)
+    settled = await advance(conn, sorted({r for r, _ in terminal}), locked, versions)
     for o in live:
         if o.attempt.run_id in settled:
             results[o.attempt.id] = Settled(run_status=settled[o.attempt.run_id])
     return [results[o.attempt.id] for o in outcomes]
 
 
-async def _note_progress(conn: asyncpg.Connection, run_ids: list[int]) -> dict[int, asyncpg.Record]:
+async def note_progress(conn: asyncpg.Connection, run_ids: list[int]) -> dict[int, asyncpg.Record]:
     """Lock the runs in id order (no two batches deadlock) and note progress, one statement."""
     rows = await conn.fetch(
         """WITH l AS (SELECT id FROM runs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE)
@@ -256,12 +264,12 @@ async def _note_progress(conn: asyncpg.Connection, run_ids: list[int]) -> dict[i
     return {r["id"]: r for r in rows}
 
 
-# ``_record``'s statement: attempts locked in id order (``l``), then updated (``u``); what
+# ``record``'s statement: attempts locked in id order (``l``), then updated (``u``); what
 # follows writes only for the attempts ``u`` updated. Whether an attempt is still this
 # worker's is read from ``l``, the locked row's latest version: a predicate on ``a`` would
 # match the partial lease index, and a planner whose statistics predate the batch's work
 # then scans every running attempt for the few by primary key.
-_RECORD = f"""
+RECORD = f"""
     WITH l AS (
         SELECT id, lease_owner, status FROM step_attempts WHERE id = ANY(:ids::bigint[])
         ORDER BY id FOR NO KEY UPDATE
@@ -315,7 +323,7 @@ _RECORD = f"""
     """
 
 
-async def _record(
+async def record(
     conn: asyncpg.Connection, outcomes: list[Outcome], worker_id: str, retrying: set[int]
 ) -> tuple[set[int], list[dict[str, Any]]]:
     """One statement records the whole batch: attempts, artifacts, logs, items and the
@@ -333,7 +341,7 @@ async def _record(
         o for o in outcomes if o.attempt.run_item_id is not None and o.attempt.id not in retrying
     ]
     sql, args = named(
-        _RECORD,
+        RECORD,
         ids=[o.attempt.id for o in outcomes],
         statuses=[o.status for o in outcomes],
         inputs=[_json(o.input) for o in outcomes],
@@ -403,13 +411,13 @@ async def _queue_retries(
     return {a.id: due[(a.run_id, a.step, a.item_index)] for a, _ in retries}
 
 
-async def _fan_outs_settled(
+async def fan_outs_settled(
     conn: asyncpg.Connection,
     counters: list[dict[str, Any]],
     locked: dict[int, asyncpg.Record],
     versions: VersionCache,
 ) -> dict[tuple[int, str], tuple[str, bool]]:
-    """The fan-out steps whose counters (``_record`` added this batch's items to them) now
+    """The fan-out steps whose counters (``record`` added this batch's items to them) now
     settle them, with their status; FailFast cancels the rest of a failed one's work."""
     terminal: dict[tuple[int, str], tuple[str, bool]] = {}
     for row in sorted(counters, key=lambda r: (r["run_id"], r["step"])):
@@ -430,7 +438,7 @@ async def _fan_outs_settled(
     return terminal
 
 
-async def _settle_steps(
+async def settle_steps(
     conn: asyncpg.Connection, terminal: dict[tuple[int, str], tuple[str, bool]]
 ) -> None:
     """Steps that reached their end take their status, one statement for all of them."""
@@ -448,7 +456,7 @@ async def _settle_steps(
     )
 
 
-async def _advance(
+async def advance(
     conn: asyncpg.Connection,
     run_ids: list[int],
     locked: dict[int, asyncpg.Record],

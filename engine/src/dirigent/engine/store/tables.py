@@ -449,6 +449,12 @@ run_steps = Table(
     _ts("started_at"),
     _ts("finished_at"),
     UniqueConstraint("run_id", "step"),
+    # Running fan-outs only: where the sweeper looks for a step its counters end (0015).
+    Index(
+        "ix_run_steps_running_fan_outs",
+        "run_id",
+        postgresql_where=text("status = 'running' AND items IS NOT NULL"),
+    ),
 )
 
 

@@ -1,0 +1,103 @@
+"""A fan-out's items are counted without its run's lock; the step they end is settled after.
+
+``store/counting.py``: a batch of item outcomes that do not retry is one statement in
+autocommit, so workers counting items of one wide fan-out never queue on its run row; the
+batch that ends the step settles it in a second transaction under the run lock, and the
+sweeper settles a step whose counting process died before that.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from dirigent.engine.attempts import Outcome
+from dirigent.engine.store import claims, counting
+from dirigent.engine.store.pool import connect
+from tests.integration.engine.conftest import counter_drift
+from tests.integration.engine.harness import Harness
+from tests.waiting import eventually
+
+FAN_OUT = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {name: fan}
+spec:
+  steps:
+    each: {block: core.noop, forEach: %s}
+    after: {block: core.noop, dependsOn: [each]}
+"""
+
+
+async def counters(h: Harness, run_id: int) -> tuple[str, int]:
+    row = await h.pool.fetchrow(
+        "SELECT status, items_succeeded FROM run_steps WHERE run_id = $1 AND step = 'each'",
+        run_id,
+    )
+    assert row is not None
+    return row["status"], row["items_succeeded"]
+
+
+async def test_items_are_counted_while_another_transaction_holds_their_run(h: Harness) -> None:
+    """With the run row held, every item is still counted (the old outcome transaction
+    waited for that row first, so none could be); only settling the step waits for it."""
+    await h.apply(FAN_OUT % list(range(40)))
+    run = await h.run("fan")
+    holder = await connect(h.url)
+    try:
+        tx = holder.transaction()
+        await tx.start()
+        await holder.execute("SELECT 1 FROM runs WHERE id = $1 FOR NO KEY UPDATE", run.run_id)
+        async with h.workers(2, concurrency=4):
+            counted = await eventually(
+                lambda: counters(h, run.run_id),
+                lambda c: c[1] == 40,
+                what="all 40 items counted while the run row is held",
+            )
+            assert counted == ("running", 40)  # settling the step waits for the run row
+            await tx.rollback()
+            assert await h.until_settled(run.run_id) == "succeeded"
+    finally:
+        await holder.close()
+    assert await h.steps(run.run_id) == {"each": "succeeded", "after": "succeeded"}
+    assert await counter_drift(h) == []
+
+
+async def test_a_step_counted_but_never_settled_is_settled_by_the_sweeper(h: Harness) -> None:
+    """A worker that dies between counting the last items and settling their step leaves
+    the step running with its counters full; a sweeper pass settles it and the run goes on."""
+    await h.apply(FAN_OUT % list(range(6)))
+    run = await h.run("fan")
+    async with h.pool.acquire() as conn:
+        held = await claims.claim(conn, "gone", limit=6, tags=[], lease=dt.timedelta(minutes=5))
+    assert len(held) == 6
+    async with h.pool.acquire() as conn:  # counted; the settling never happens
+        accepted, _ = await counting.count(
+            conn, [Outcome(a, "gone", "succeeded", output={}) for a in held], "gone"
+        )
+    assert accepted == {a.id for a in held}
+    assert await counters(h, run.run_id) == ("running", 6)
+
+    worker = h.worker()
+    passed = await worker.sweep()
+    assert passed["fan_outs_settled"] == [run.run_id]
+    assert (await counters(h, run.run_id))[0] == "succeeded"
+    assert (await h.steps(run.run_id))["after"] == "running"  # its attempt is queued
+    assert (await worker.sweep())["fan_outs_settled"] == []  # settled once
+    async with h.workers(1):
+        assert await h.until_settled(run.run_id) == "succeeded"
+
+
+async def test_counting_a_cancelled_item_writes_nothing(h: Harness) -> None:
+    """An item cancelled under its worker is not counted: its attempt is no longer held."""
+    await h.apply(FAN_OUT % [0, 1])
+    run = await h.run("fan")
+    async with h.pool.acquire() as conn:
+        held = await claims.claim(conn, "w", limit=2, tags=[], lease=dt.timedelta(minutes=5))
+    await h.engine.cancel_run(h.namespace, run.run_id, reason="test")
+    async with h.pool.acquire() as conn:
+        accepted, counted = await counting.count(
+            conn, [Outcome(a, "w", "succeeded", output={}) for a in held], "w"
+        )
+    assert (accepted, counted) == (set(), [])
+    assert await h.status(run.run_id) == "cancelled"
+    assert await counter_drift(h) == []
