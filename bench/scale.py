@@ -247,14 +247,26 @@ async def purge_report(url: str, root: Path, history: int) -> None:
 
 
 async def claim_plan(url: str) -> str:
-    """The claim's plan on this database (EXPLAIN, not executed): which indexes it reads."""
+    """The plans the claim executes on this database, the body of ``claimable_queued``
+    included (``auto_explain``, in a transaction rolled back): which indexes it reads."""
     conn = await connect(url)
+    messages: list[str] = []
+    conn.add_log_listener(lambda _c, m: messages.append(m.message))
     try:
-        async with conn.transaction():
-            rows = await conn.fetch("EXPLAIN " + CLAIM, "bench", 16, [], dt.timedelta(seconds=30))
-            return "\n".join("    " + r[0] for r in rows)
+        tx = conn.transaction()
+        await tx.start()
+        await conn.execute(
+            """LOAD 'auto_explain';
+               SET LOCAL auto_explain.log_min_duration = 0;
+               SET LOCAL auto_explain.log_nested_statements = on;
+               SET LOCAL client_min_messages = log"""
+        )
+        await conn.fetch(CLAIM, "bench", 16, [], dt.timedelta(seconds=30))
+        await tx.rollback()
     finally:
         await conn.close()
+    plans = [m.split("plan:", 1)[1].strip() for m in messages if "plan:" in m]
+    return "\n".join("    " + line for plan in plans for line in plan.splitlines())
 
 
 async def main(quick: bool) -> None:
