@@ -45,6 +45,7 @@ from dirigent.engine import RunRequest
 from dirigent.engine.store.claims import CLAIM
 from dirigent.engine.store.database import create_database, upgrade_async
 from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine.store.plans import executed_plans
 from dirigent.engine.store.pool import connect, create_pool
 from dirigent.engine.store.sweeping import prune_runs
 
@@ -248,24 +249,14 @@ async def purge_report(url: str, root: Path, history: int) -> None:
 
 async def claim_plan(url: str) -> str:
     """The plans the claim executes on this database, the body of ``claimable_queued``
-    included (``auto_explain``, in a transaction rolled back): which indexes it reads."""
+    included (``store.plans``, in a transaction rolled back): which indexes it reads."""
     conn = await connect(url)
-    messages: list[str] = []
-    conn.add_log_listener(lambda _c, m: messages.append(m.message))
     try:
-        tx = conn.transaction()
-        await tx.start()
-        await conn.execute(
-            """LOAD 'auto_explain';
-               SET LOCAL auto_explain.log_min_duration = 0;
-               SET LOCAL auto_explain.log_nested_statements = on;
-               SET LOCAL client_min_messages = log"""
+        plans = await executed_plans(
+            conn, lambda c: c.fetch(CLAIM, "bench", 16, [], dt.timedelta(seconds=30))
         )
-        await conn.fetch(CLAIM, "bench", 16, [], dt.timedelta(seconds=30))
-        await tx.rollback()
     finally:
         await conn.close()
-    plans = [m.split("plan:", 1)[1].strip() for m in messages if "plan:" in m]
     return "\n".join("    " + line for plan in plans for line in plan.splitlines())
 
 

@@ -25,6 +25,7 @@ from dirigent.engine.store import claims
 from dirigent.engine.store.claims import CLAIM
 from dirigent.engine.store.counting import COUNTED_UNSETTLED
 from dirigent.engine.store.outcomes import settle_many
+from dirigent.engine.store.plans import executed_plans
 from dirigent.engine.store.pool import connect
 from dirigent.engine.store.sweeping import PRUNE_RUNS
 from tests.integration.engine.harness import Harness
@@ -102,36 +103,21 @@ async def plan(h: Harness, sql: str, *args: Any) -> list[dict[str, Any]]:
     return nodes
 
 
-async def executed_plans(h: Harness, sql: str, *args: Any) -> list[dict[str, Any]]:
+async def statement_plans(h: Harness, sql: str, *args: Any) -> list[dict[str, Any]]:
     """Every node of the plan of every statement ``sql`` executes, nested ones included."""
     return await _auto_explained(h, lambda conn: conn.fetch(sql, *args))
 
 
 async def _auto_explained(h: Harness, work: Any) -> list[dict[str, Any]]:
-    """Run ``work(conn)`` in a transaction that is rolled back, with ``auto_explain`` logging
-    every plan to this session as a LOG message; returns the nodes of all of them."""
-    messages: list[str] = []
+    """Every node of every plan ``work(conn)`` executes (``store.plans``), rolled back."""
     conn = await connect(h.url)
-    conn.add_log_listener(lambda _c, m: messages.append(m.message))
     try:
-        tx = conn.transaction()
-        await tx.start()
-        await conn.execute(
-            """LOAD 'auto_explain';
-               SET LOCAL auto_explain.log_min_duration = 0;
-               SET LOCAL auto_explain.log_nested_statements = on;
-               SET LOCAL auto_explain.log_format = json;
-               SET LOCAL client_min_messages = log"""
-        )
-        await work(conn)
-        await tx.rollback()
+        plans = await executed_plans(conn, work, format="json")
     finally:
         await conn.close()
     nodes: list[dict[str, Any]] = []
-    for message in messages:
-        if "plan:" not in message:
-            continue
-        stack = [json.loads(message.split("plan:", 1)[1])["Plan"]]
+    for plan in plans:
+        stack = [json.loads(plan)["Plan"]]
         while stack:
             node = stack.pop()
             nodes.append(node)
@@ -150,7 +136,7 @@ def scans(nodes: list[dict[str, Any]], relation: str) -> list[tuple[str, str | N
 
 async def test_the_claim_reads_only_the_partial_indexes_of_live_work(h: Harness) -> None:
     await with_history(h)
-    nodes = await executed_plans(h, CLAIM, "w", 16, [], dt.timedelta(seconds=30))
+    nodes = await statement_plans(h, CLAIM, "w", 16, [], dt.timedelta(seconds=30))
     attempts = scans(nodes, "step_attempts")
     indexes = {index for _, index in attempts}
     assert "ix_step_attempts_claim_queued" in indexes, attempts
