@@ -344,9 +344,9 @@ class Worker:
             written += await recording.record(self.pool, self._write, self.id, outcomes, parkings)
             parked: set[int] = set()
             settled: dict[int, outcome_store.Settled] = {}
-            for _, (p, s) in written:
-                parked |= p
-                settled.update(s)
+            for _, (ids, by_attempt) in written:
+                parked |= ids
+                settled.update(by_attempt)
             finished = {
                 (o.attempt.run_id, o.attempt.namespace, o.attempt.pipeline, s.run_status)
                 for o, _ in batch
@@ -363,7 +363,7 @@ class Worker:
                 if not done.done():
                     done.set_result(None)
 
-    async def _count(self, items: list[Outcome]) -> list[tuple[recording.Entry, Any]]:
+    async def _count(self, items: list[Outcome]) -> list[tuple[recording.Entry, recording.Written]]:
         """Fan-out items that will not retry: counted without their run's lock (``counting``)."""
         if not items:
             return []

@@ -25,10 +25,10 @@ from typing import Any
 import asyncpg
 
 from dirigent.engine.attempts import Outcome
-from dirigent.engine.progression import fan_out_outcome
 from dirigent.engine.statuses import WorkStatus
 from dirigent.engine.store.outcomes import (
     advance,
+    counted_outcome,
     fan_outs_settled,
     lock_queue_pipelines,
     note_progress,
@@ -60,15 +60,7 @@ async def ended(
     """The steps whose counters end them (read from a count, or by the sweeper)."""
     out: list[StepKey] = []
     for row in counters:
-        pipeline = await versions.get(conn, row["version_id"])
-        status, _ = fan_out_outcome(
-            pipeline.spec.steps[row["step"]].on_item_failure,
-            row["items"],
-            row["items_succeeded"],
-            row["items_failed"],
-            row["items_skipped"],
-            row["items_cancelled"],
-        )
+        status, _ = counted_outcome(await versions.get(conn, row["version_id"]), row)
         if status is not None:
             out.append((row["run_id"], row["version_id"], row["step"]))
     return out

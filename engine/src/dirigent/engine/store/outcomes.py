@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -411,6 +412,18 @@ async def _queue_retries(
     return {a.id: due[(a.run_id, a.step, a.item_index)] for a, _ in retries}
 
 
+def counted_outcome(pipeline: Pipeline, counters: Mapping[str, Any]) -> tuple[str | None, bool]:
+    """A fan-out step's status from its counter row (``fan_out_outcome``); None while open."""
+    return fan_out_outcome(
+        pipeline.spec.steps[counters["step"]].on_item_failure,
+        counters["items"],
+        counters["items_succeeded"],
+        counters["items_failed"],
+        counters["items_skipped"],
+        counters["items_cancelled"],
+    )
+
+
 async def fan_outs_settled(
     conn: asyncpg.Connection,
     counters: list[dict[str, Any]],
@@ -423,14 +436,7 @@ async def fan_outs_settled(
     for row in sorted(counters, key=lambda r: (r["run_id"], r["step"])):
         run_id, step_name = row["run_id"], row["step"]
         pipeline = await versions.get(conn, locked[run_id]["version_id"])
-        status, with_errors = fan_out_outcome(
-            pipeline.spec.steps[step_name].on_item_failure,
-            row["items"],
-            row["items_succeeded"],
-            row["items_failed"],
-            row["items_skipped"],
-            row["items_cancelled"],
-        )
+        status, with_errors = counted_outcome(pipeline, row)
         if status == "failed":
             await cancel_open_work(conn, run_id, FAIL_FAST_REASON, step=step_name)
         if status is not None:
