@@ -15,16 +15,21 @@ Scenarios, each with 1, 2 and 4 `dirigent worker` processes:
   fan-out  one run with N no-op items
   runs     N/2 runs of two chained no-op steps
 and a chain of sequential steps to measure the gap from a step settling to its dependent
-starting (p50, p99).
+starting (p50, p99). Each (shape, worker count) runs three times (``--repeat``), the worker
+counts taking turns, and the median is what counts: this machine's speed moves by a
+quarter between minutes, more than the differences the bench is asked to show.
 
     uv run python bench/engine_throughput.py            # full
-    uv run python bench/engine_throughput.py --quick    # a few minutes
+    uv run python bench/engine_throughput.py --quick    # under two minutes
     uv run python bench/engine_throughput.py --quick --statements   # and the top statements
 
 The last line is machine-readable:
     attempts_per_s=<n> pgbench_tps=<n> ratio=<attempts_per_s*2/pgbench_tps>
         runs_attempts_per_s=<n> runs_ratio=<runs_attempts_per_s*2/pgbench_tps>
-(attempts_per_s is the best of every scenario; the runs_ keys are the many-small-runs shape.)
+        fanout_4_vs_2=<median with 4 workers / median with 2> runs_4_vs_2=<the same>
+(attempts_per_s is the best median of every scenario; the runs_ keys are the many-small-runs
+shape; the _4_vs_2 keys appear when both counts ran, and 1.0 means adding workers cost
+nothing.)
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ import asyncpg
 from workers import PAIR, apply, door, start_workers, stop_workers, wait_registered
 
 from dirigent.engine import RunRequest
-from dirigent.engine.store.database import create_database, upgrade_async
+from dirigent.engine.store.database import create_database, drop_database, upgrade_async
 from dirigent.engine.store.embedded import EmbeddedPostgres, binaries_dir
 from dirigent.engine.store.pool import create_pool
 
@@ -248,11 +253,12 @@ async def create_extension(url: str) -> None:
         await pool.close()
 
 
-async def main(quick: bool, statements: bool, workers: str | None) -> None:
+async def main(quick: bool, statements: bool, workers: str | None, repeat: int | None) -> None:
     n = 2000 if quick else 10000
     worker_counts = [1, 2] if quick else [1, 2, 4]
     if workers:
         worker_counts = [int(w) for w in workers.split(",")]
+    repeat = repeat or (1 if quick else 3)
     base = Path(tempfile.mkdtemp(prefix="dirigent-bench-"))
     server = EmbeddedPostgres(
         base / "pgdata", settings=statement_settings() if statements else None
@@ -267,10 +273,37 @@ async def main(quick: bool, statements: bool, workers: str | None) -> None:
         print(
             f"pgbench simple-update: {tps:.0f} tps (8 clients) -> target {tps / 2:.0f} attempts/s"
         )
-        results: dict[str, list[float]] = {"fan-out": [], "runs": []}
-        counter = 0
-        for scen in ("fan-out", "runs"):
-            for workers in worker_counts:
+        rates = await throughput(server, n, worker_counts, repeat, base, statements)
+        medians = report(rates)
+        (p50, p99), (t50, t99) = await latencies(server, quick, base)
+        print(f"step settled -> dependent started: p50={p50:.1f}ms p99={p99:.1f}ms")
+        print(f"trigger -> first step running: p50={t50:.1f}ms p99={t99:.1f}ms")
+        print(summary(medians, tps))
+    finally:
+        server.stop()
+
+
+async def throughput(
+    server: EmbeddedPostgres,
+    n: int,
+    worker_counts: list[int],
+    repeat: int,
+    base: Path,
+    statements: bool,
+) -> dict[str, dict[int, list[float]]]:
+    """Every (shape, worker count) ``repeat`` times, each on a fresh database.
+
+    The machine's speed drifts between minutes, so the worker counts take turns: each round
+    starts the rotation one place later, and every count runs early and late alike. Each
+    scenario's database is dropped when it ends, so no autovacuum of the last scenario's
+    history runs during the next.
+    """
+    rates: dict[str, dict[int, list[float]]] = {"fan-out": {}, "runs": {}}
+    counter = 0
+    for round_ in range(repeat):
+        shift = round_ % len(worker_counts)
+        for workers in worker_counts[shift:] + worker_counts[:shift]:
+            for scen in rates:
                 counter += 1
                 db = f"engine_{counter}"
                 await create_database(server.url, db)
@@ -282,32 +315,57 @@ async def main(quick: bool, statements: bool, workers: str | None) -> None:
                     await apply(engine, FAN.format(items=list(range(n))))
                     await apply(engine, PAIR)
                 rate = await scenario(url, scen, n, workers, 16, base / "art", statements)
-                results[scen].append(rate)
+                await drop_database(server.url, db)
+                rates[scen].setdefault(workers, []).append(rate)
                 print(f"{scen:8} n={n:6} workers={workers}: {rate:8.0f} attempts/s", flush=True)
-        db = "engine_chain"
-        await create_database(server.url, db)
-        url = server.url_for(db)
-        await upgrade_async(url)
-        steps = 50 if quick else 200
-        async with door(url) as engine:
-            await apply(engine, chain(steps))
-            await apply(engine, PAIR)
-        triggers = 20 if quick else 100
-        (p50, p99), (t50, t99) = await gaps(url, steps, base / "art", triggers)
-        print(
-            f"step settled -> dependent started: p50={p50:.1f}ms p99={p99:.1f}ms over {steps - 1} edges"
-        )
-        print(
-            f"trigger -> first step running: p50={t50:.1f}ms p99={t99:.1f}ms over {triggers} runs"
-        )
-        best = max(results["fan-out"] + results["runs"])
-        runs_best = max(results["runs"])
-        print(
-            f"attempts_per_s={best:.0f} pgbench_tps={tps:.0f} ratio={best * 2 / tps:.3f} "
-            f"runs_attempts_per_s={runs_best:.0f} runs_ratio={runs_best * 2 / tps:.3f}"
-        )
-    finally:
-        server.stop()
+    return rates
+
+
+def report(rates: dict[str, dict[int, list[float]]]) -> dict[str, dict[int, float]]:
+    """The median of each (shape, worker count), printed with its spread."""
+    medians: dict[str, dict[int, float]] = {}
+    for scen, by_workers in rates.items():
+        medians[scen] = {}
+        for workers, values in sorted(by_workers.items()):
+            medians[scen][workers] = statistics.median(values)
+            print(
+                f"{scen:8} workers={workers}: median {medians[scen][workers]:6.0f} attempts/s "
+                f"(min {min(values):.0f}, max {max(values):.0f}, {len(values)} runs)",
+                flush=True,
+            )
+    return medians
+
+
+async def latencies(
+    server: EmbeddedPostgres, quick: bool, base: Path
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    db = "engine_chain"
+    await create_database(server.url, db)
+    url = server.url_for(db)
+    await upgrade_async(url)
+    steps = 50 if quick else 200
+    async with door(url) as engine:
+        await apply(engine, chain(steps))
+        await apply(engine, PAIR)
+    return await gaps(url, steps, base / "art", 20 if quick else 100)
+
+
+def summary(medians: dict[str, dict[int, float]], tps: float) -> str:
+    """The machine-readable last line, from the medians.
+
+    ``<shape>_4_vs_2`` is the median with 4 workers over the median with 2 (1.0: adding
+    workers costs nothing), when both counts ran.
+    """
+    best = max(v for by_workers in medians.values() for v in by_workers.values())
+    runs_best = max(medians["runs"].values())
+    line = (
+        f"attempts_per_s={best:.0f} pgbench_tps={tps:.0f} ratio={best * 2 / tps:.3f} "
+        f"runs_attempts_per_s={runs_best:.0f} runs_ratio={runs_best * 2 / tps:.3f}"
+    )
+    for scen, key in (("fan-out", "fanout"), ("runs", "runs")):
+        if 2 in medians[scen] and 4 in medians[scen]:
+            line += f" {key}_4_vs_2={medians[scen][4] / medians[scen][2]:.3f}"
+    return line
 
 
 if __name__ == "__main__":
@@ -323,5 +381,10 @@ if __name__ == "__main__":
         help="load pg_stat_statements and print each scenario's most expensive statements",
     )
     parser.add_argument("--workers", help="worker counts to run, e.g. 2,4 (default 1,2,4)")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        help="runs of each (shape, worker count); the medians are reported (default 3, quick 1)",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.quick, args.statements, args.workers))
+    asyncio.run(main(args.quick, args.statements, args.workers, args.repeat))
