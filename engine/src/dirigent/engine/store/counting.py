@@ -33,7 +33,6 @@ from dirigent.engine.store.outcomes import (
     lock_queue_pipelines,
     note_progress,
     record,
-    settle_steps,
 )
 from dirigent.engine.store.versions import VersionCache
 
@@ -89,8 +88,7 @@ async def settle_counted(
         [s for _, _, s in steps],
     )
     terminal = await fan_outs_settled(conn, [dict(r) for r in rows], locked, versions)
-    await settle_steps(conn, terminal)
-    return await advance(conn, sorted({r for r, _ in terminal}), locked, versions)
+    return await advance(conn, terminal, locked, versions)
 
 
 # Read through ``ix_run_steps_running_fan_outs``: live fan-outs only, whatever the history.

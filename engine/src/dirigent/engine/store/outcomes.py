@@ -28,7 +28,7 @@ from dirigent.engine.statuses import WorkStatus
 from dirigent.engine.store.logs import INSERT_LOGS, LogRow, log_values, write_logs
 from dirigent.engine.store.named import named
 from dirigent.engine.store.pool import affected
-from dirigent.engine.store.progress import advance_runs, next_attempts, notify_work
+from dirigent.engine.store.progress import Ended, advance_runs, next_attempts, notify_work
 from dirigent.engine.store.runs import cancel_open_work, start_queued_run
 from dirigent.engine.store.versions import VersionCache
 
@@ -246,8 +246,7 @@ async def settle_many(
         if o.attempt.run_item_id is None
     }
     terminal.update(await fan_outs_settled(conn, counters, locked, versions))
-    await settle_steps(conn, terminal)
-    settled = await advance(conn, sorted({r for r, _ in terminal}), locked, versions)
+    settled = await advance(conn, terminal, locked, versions)
     for o in live:
         if o.attempt.run_id in settled:
             results[o.attempt.id] = Settled(run_status=settled[o.attempt.run_id])
@@ -444,34 +443,18 @@ async def fan_outs_settled(
     return terminal
 
 
-async def settle_steps(
-    conn: asyncpg.Connection, terminal: dict[tuple[int, str], tuple[str, bool]]
-) -> None:
-    """Steps that reached their end take their status, one statement for all of them."""
-    if not terminal:
-        return
-    keys = sorted(terminal)
-    await conn.execute(
-        """UPDATE run_steps s SET status = t.status, with_errors = t.with_errors, finished_at = now()
-           FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bool[]) AS t(run_id, step, status, with_errors)
-           WHERE s.run_id = t.run_id AND s.step = t.step""",
-        [r for r, _ in keys],
-        [s for _, s in keys],
-        [terminal[k][0] for k in keys],
-        [terminal[k][1] for k in keys],
-    )
-
-
 async def advance(
     conn: asyncpg.Connection,
-    run_ids: list[int],
+    ended: Ended,
     locked: dict[int, asyncpg.Record],
     versions: VersionCache,
 ) -> dict[int, str]:
-    """Advance every run a settled step touched, set-based; a run settling under the Queue
-    policy starts its pipeline's next queued run. Returns the runs that settled."""
+    """Settle the steps that ended and advance every run they belong to, set-based; a run
+    settling under the Queue policy starts its pipeline's next queued run. Returns the runs
+    that settled."""
+    run_ids = sorted({r for r, _ in ended})
     runs = [(r, await versions.get(conn, locked[r]["version_id"])) for r in run_ids]
-    advanced = await advance_runs(conn, runs)
+    advanced = await advance_runs(conn, runs, ended)
     settled: dict[int, str] = {}
     for run_id, pipeline in runs:
         status = advanced[run_id].run_status

@@ -9,6 +9,7 @@ workers finishing at once would otherwise meet).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -42,16 +43,45 @@ async def step_states(
     return (await _step_states_many(conn, [run_id])).get(run_id, ({}, {}))
 
 
+# Steps that reached their end take their status, and every step of the runs is read back,
+# in one statement: the read is the post-update state (``ended`` for the steps written, the
+# snapshot for the rest), as the plan needs it.
+STEP_STATES = """
+WITH t AS (
+    SELECT * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::bool[])
+        AS t(run_id, step, status, with_errors)
+),
+ended AS (
+    UPDATE run_steps s SET status = t.status, with_errors = t.with_errors, finished_at = now()
+    FROM t WHERE s.run_id = t.run_id AND s.step = t.step
+    RETURNING s.run_id, s.step, s.status, s.with_errors, s.items
+)
+SELECT * FROM ended
+UNION ALL
+SELECT s.run_id, s.step, s.status, s.with_errors, s.items FROM run_steps s
+WHERE s.run_id = ANY($1)
+  AND NOT EXISTS (SELECT 1 FROM t WHERE t.run_id = s.run_id AND t.step = s.step)
+"""
+
+Ended = Mapping[tuple[int, str], tuple[str, bool]]  # (run, step): (status, with_errors)
+
+
 async def _step_states_many(
-    conn: asyncpg.Connection, run_ids: list[int]
+    conn: asyncpg.Connection, run_ids: list[int], ended: Ended | None = None
 ) -> dict[int, tuple[dict[str, StepState], dict[str, int | None]]]:
-    """Every step's state and item count for many runs, as one statement."""
+    """Every step's state and item count for many runs, after the ``ended`` steps take
+    their status: one statement (a round trip fewer per outcome batch than two)."""
     out: dict[int, tuple[dict[str, StepState], dict[str, int | None]]] = {
         r: ({}, {}) for r in run_ids
     }
+    keys = sorted(ended or {})  # rows locked in (run, step) order by every writer
     rows = await conn.fetch(
-        "SELECT run_id, step, status, with_errors, items FROM run_steps WHERE run_id = ANY($1)",
+        STEP_STATES,
         run_ids,
+        [r for r, _ in keys],
+        [s for _, s in keys],
+        [ended[k][0] for k in keys] if ended else [],
+        [ended[k][1] for k in keys] if ended else [],
     )
     for r in rows:
         states, items = out[r["run_id"]]
@@ -225,17 +255,17 @@ async def advance_run(conn: asyncpg.Connection, run_id: int, pipeline: Pipeline)
 
 
 async def advance_runs(
-    conn: asyncpg.Connection, runs: list[tuple[int, Pipeline]]
+    conn: asyncpg.Connection, runs: list[tuple[int, Pipeline]], ended: Ended | None = None
 ) -> dict[int, Advanced]:
     """``advance_run`` for many runs with one statement per kind of write, not per run.
 
     The decisions are the pure ``plan`` per run; the writes are set-based over every run:
-    read the step states, skip, mark upstream_failed, queue, then settle the runs that are
-    done. Callers hold every run's lock.
+    settle the ``ended`` steps and read the step states, skip, mark upstream_failed, queue,
+    then settle the runs that are done. Callers hold every run's lock.
     """
     if not runs:
         return {}
-    states_of = await _step_states_many(conn, [r for r, _ in runs])
+    states_of = await _step_states_many(conn, [r for r, _ in runs], ended)
     plans = {run_id: plan(p, *states_of[run_id]) for run_id, p in runs}
     await skip_steps_many(
         conn,
