@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from dirigent.engine.attempts import Outcome
+from dirigent.engine.attempts import Outcome, Parking
+from dirigent.engine.runtime import recording
 from dirigent.engine.store import claims, counting
-from dirigent.engine.store.pool import connect
+from dirigent.engine.store.pool import Connection, connect
 from tests.integration.engine.conftest import counter_drift
 from tests.integration.engine.harness import Harness
 from tests.waiting import eventually
@@ -101,3 +102,15 @@ async def test_counting_a_cancelled_item_writes_nothing(h: Harness) -> None:
     assert (accepted, counted) == (set(), [])
     assert await h.status(run.run_id) == "cancelled"
     assert await counter_drift(h) == []
+
+
+async def test_a_batch_its_count_took_whole_opens_no_transaction(h: Harness) -> None:
+    # The writer's transaction is two round trips (BEGIN, COMMIT) even with nothing in it; a
+    # worker whose whole batch was counted used to pay them on every batch of a fan-out.
+    written: list[tuple[list[Outcome], list[Parking]]] = []
+
+    async def write(_conn: Connection, outcomes: list[Outcome], parkings: list[Parking]) -> None:
+        written.append((outcomes, parkings))
+
+    assert await recording.record(h.pool, write, "w", [], []) == []
+    assert written == []

@@ -152,9 +152,11 @@ spec:
     assert result["pruned"] == [old.run_id]
     assert not old_scratch.exists()
     assert await h.fetchval("SELECT count(*) FROM runs") == 1
-    # A pruned run's events go with it (a statement trigger, not a key: migration 0016).
-    events = "SELECT count(*) FROM engine_events WHERE run_id = $1"
-    assert await h.fetchval(events, old.run_id) == 0
-    assert await h.fetchval(events, new.run_id) > 0
+    # A pruned run's history goes with it (a statement trigger, not keys: migration 0016).
+    for table in ("engine_events", "artifact_refs", "log_entries"):
+        history = f"SELECT count(*) FROM {table} WHERE run_id = $1"
+        assert await h.fetchval(history, old.run_id) == 0, table
+    for table in ("engine_events", "artifact_refs"):
+        assert await h.fetchval(f"SELECT count(*) FROM {table} WHERE run_id = $1", new.run_id) > 0
     assert result["logs_pruned"] > 0
     assert await h.fetchval("SELECT count(*) FROM log_entries WHERE run_id = $1", new.run_id) == 0

@@ -365,17 +365,15 @@ step_attempts = Table(
     ),
 )
 
+# History (artifact_refs, log_entries, engine_events) has no foreign keys (0016): checking
+# them cost a lookup and a lock of the run for every row written; a statement trigger on
+# runs deletes a deleted run's history instead.
 artifact_refs = Table(
     "artifact_refs",
     metadata,
     _id(),
-    Column("run_id", BigInteger, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
-    Column(
-        "attempt_id",
-        BigInteger,
-        ForeignKey("step_attempts.id", ondelete="CASCADE"),
-        nullable=True,
-    ),
+    Column("run_id", BigInteger, nullable=False),
+    Column("attempt_id", BigInteger, nullable=True),
     Column("name", Text, nullable=False),
     Column("content_type", Text, nullable=False),
     Column("size", BigInteger, nullable=False),
@@ -397,9 +395,8 @@ log_entries = Table(
     "log_entries",
     metadata,
     _id(),
-    Column("run_id", BigInteger, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
-    # Deliberately no foreign keys: logs are append-only and high-volume; run_id's cascade
-    # already removes them with their run.
+    # No foreign keys: logs are append-only and high-volume (see artifact_refs).
+    Column("run_id", BigInteger, nullable=False),
     Column("attempt_id", BigInteger, nullable=True),
     Column("run_item_id", BigInteger, nullable=True),
     Column("step", Text, nullable=True),
@@ -474,8 +471,7 @@ EVENT_ENTITY: Final = ("run", "step", "attempt", "notification")
 # and its event commit together.
 # Readers page by (xid, id) and only below the oldest transaction still open
 # (pg_snapshot_xmin): a cursor never skips an event that commits late.
-# run_id has no foreign key (0016): checking it cost a lookup and a lock of the run per
-# event row; a statement trigger on runs deletes a deleted run's events instead.
+# run_id has no foreign key (see artifact_refs).
 engine_events = Table(
     "engine_events",
     metadata,
