@@ -8,7 +8,11 @@ sweeper settles a step whose counting process died before that.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+
+import asyncpg
+import pytest
 
 from dirigent.engine.attempts import Outcome, Parking
 from dirigent.engine.runtime import recording
@@ -61,6 +65,42 @@ async def test_items_are_counted_while_another_transaction_holds_their_run(h: Ha
         await holder.close()
     assert await h.steps(run.run_id) == {"each": "succeeded", "after": "succeeded"}
     assert await counter_drift(h) == []
+
+
+async def test_the_step_counter_is_locked_only_after_the_rest_is_written(h: Harness) -> None:
+    """Every worker counting a fan-out writes its step's one counter row, so the count takes
+    that row last: a count waiting for it has already written its items (whose rows it
+    holds), rather than holding the counter while it writes them."""
+    await h.apply(FAN_OUT % [0, 1])
+    run = await h.run("fan")
+    async with h.pool.acquire() as conn:
+        held = await claims.claim(conn, "w", limit=2, tags=[], lease=dt.timedelta(minutes=5))
+    holder, counter = await connect(h.url), await connect(h.url)
+    try:
+        tx = holder.transaction()
+        await tx.start()
+        await holder.execute(
+            "SELECT 1 FROM run_steps WHERE run_id = $1 AND step = 'each' FOR UPDATE", run.run_id
+        )
+        outcomes = [Outcome(a, "w", "succeeded", output={}) for a in held]
+        counting_task = asyncio.create_task(counting.count(counter, outcomes, "w"))
+        pid = counter.get_server_pid()
+        await eventually(
+            lambda: h.fetchval("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", pid),
+            lambda waiting: waiting == "Lock",
+            what="the count waiting for the step's counter row",
+        )
+        item = held[0].run_item_id
+        with pytest.raises(asyncpg.LockNotAvailableError):  # written already: its row is held
+            async with h.pool.acquire() as conn, conn.transaction():
+                await conn.execute("SELECT 1 FROM run_items WHERE id = $1 FOR UPDATE NOWAIT", item)
+        await tx.rollback()
+        accepted, _ = await counting_task
+    finally:
+        await holder.close()
+        await counter.close()
+    assert accepted == {a.id for a in held}
+    assert await counters(h, run.run_id) == ("running", 2)
 
 
 async def test_a_step_counted_but_never_settled_is_settled_by_the_sweeper(h: Harness) -> None:

@@ -295,8 +295,9 @@ RECORD = f"""
                     :art_types::text[], :art_sizes::bigint[], :art_digests::text[],
                     :art_inline::text[], :art_uris::text[]) AS t(r, a, n, c, z, d, i, uri)
         WHERE t.a IN (SELECT id FROM u)
+        RETURNING 1
     ),
-    logs AS ({INSERT_LOGS} WHERE line.attempt_id IN (SELECT id FROM u)),
+    logs AS ({INSERT_LOGS} WHERE line.attempt_id IN (SELECT id FROM u) RETURNING 1),
     t AS (
         SELECT * FROM unnest(:item_ids::bigint[], :item_attempt_ids::bigint[],
                              :item_statuses::text[], :item_errors::text[], :item_run_ids::bigint[],
@@ -306,6 +307,14 @@ RECORD = f"""
     items AS (
         UPDATE run_items i SET status = t.status, finished_at = now(), error_message = t.error
         FROM t WHERE i.id = t.id
+        RETURNING 1
+    ),
+    -- The counters last: the step's counter row is the one every worker counting a fan-out
+    -- writes, so it is locked only once the rest is written (the InitPlan below runs arts,
+    -- logs and items first), not while they are.
+    written AS (
+        SELECT (SELECT count(*) FROM arts) + (SELECT count(*) FROM logs)
+               + (SELECT count(*) FROM items) AS n
     ),
     counts AS (
         UPDATE run_steps s SET items_succeeded = s.items_succeeded + c.ok,
@@ -315,6 +324,7 @@ RECORD = f"""
                      count(*) FILTER (WHERE status = 'skipped') AS skipped
               FROM t GROUP BY run_id, step) c
         WHERE s.run_id = c.run_id AND s.step = c.step AND s.status = '{WorkStatus.RUNNING}'
+          AND (SELECT n FROM written) >= 0
         RETURNING s.run_id, s.step, s.items, s.items_succeeded, s.items_failed, s.items_skipped,
                   s.items_cancelled
     )

@@ -309,7 +309,10 @@ async def settle_runs(
     if not settling:
         return
     failed: dict[int, str | None] = {}
-    for run_id, pipeline, states, _ in settling:
+    for run_id, pipeline, states, status in settling:
+        if status != "failed":  # only a failed run names its failed step
+            failed[run_id] = None
+            continue
         order = dag.topological_order({n: s.depends_on for n, s in pipeline.spec.steps.items()})
         failed[run_id] = failed_step(pipeline, states, order)
     errors = await _last_errors(conn, [(r, s) for r, s in failed.items() if s is not None])
