@@ -37,12 +37,6 @@ async def notify_work(conn: asyncpg.Connection) -> None:
     await conn.execute(f"NOTIFY {WORK_CHANNEL}")
 
 
-async def step_states(
-    conn: asyncpg.Connection, run_id: int
-) -> tuple[dict[str, StepState], dict[str, int | None]]:
-    return (await _step_states_many(conn, [run_id])).get(run_id, ({}, {}))
-
-
 # Steps that reached their end take their status, and every step of the runs is read back,
 # in one statement: the read is the post-update state (``ended`` for the steps written, the
 # snapshot for the rest), as the plan needs it.
@@ -74,14 +68,15 @@ async def _step_states_many(
     out: dict[int, tuple[dict[str, StepState], dict[str, int | None]]] = {
         r: ({}, {}) for r in run_ids
     }
-    keys = sorted(ended or {})  # rows locked in (run, step) order by every writer
+    ended = ended or {}
+    keys = sorted(ended)  # rows locked in (run, step) order by every writer
     rows = await conn.fetch(
         STEP_STATES,
         run_ids,
         [r for r, _ in keys],
         [s for _, s in keys],
-        [ended[k][0] for k in keys] if ended else [],
-        [ended[k][1] for k in keys] if ended else [],
+        [ended[k][0] for k in keys],
+        [ended[k][1] for k in keys],
     )
     for r in rows:
         states, items = out[r["run_id"]]
