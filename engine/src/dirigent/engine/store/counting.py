@@ -31,6 +31,7 @@ from dirigent.engine.store.outcomes import (
     counted_outcome,
     fan_outs_settled,
     lock_queue_pipelines,
+    lock_runs,
     note_progress,
     record,
 )
@@ -48,9 +49,9 @@ async def count(
     every step they counted on.
     """
     assert not conn.is_in_transaction(), "counted in autocommit: the step row is held only here"
-    accepted, counters = await record(conn, outcomes, worker_id, retrying=set())
+    rec = await record(conn, outcomes, worker_id, retrying=set(), lock_runs=False)
     versions = {o.attempt.run_id: o.attempt.version_id for o in outcomes}
-    return accepted, [c | {"version_id": versions[c["run_id"]]} for c in counters]
+    return rec.accepted, [c | {"version_id": versions[c["run_id"]]} for c in rec.counters]
 
 
 async def ended(
@@ -77,7 +78,8 @@ async def settle_counted(
     if not steps:
         return {}
     await lock_queue_pipelines(conn, {(r, v) for r, v, _ in steps}, versions)
-    locked = await note_progress(conn, sorted({r for r, _, _ in steps}))
+    locked = await lock_runs(conn, sorted({r for r, _, _ in steps}))
+    await note_progress(conn, sorted(locked))
     rows = await conn.fetch(
         f"""SELECT s.run_id, s.step, s.items, s.items_succeeded, s.items_failed,
                    s.items_skipped, s.items_cancelled
@@ -88,7 +90,8 @@ async def settle_counted(
         [s for _, _, s in steps],
     )
     terminal = await fan_outs_settled(conn, [dict(r) for r in rows], locked, versions)
-    return await advance(conn, terminal, locked, versions)
+    advanced = await advance(conn, terminal, locked, versions)
+    return {r: a.run_status for r, a in advanced.items() if a.run_status is not None}
 
 
 # Read through ``ix_run_steps_running_fan_outs``: live fan-outs only, whatever the history.

@@ -28,11 +28,18 @@ from dirigent.engine.statuses import WorkStatus
 from dirigent.engine.store.logs import INSERT_LOGS, LogRow, log_values, write_logs
 from dirigent.engine.store.named import named
 from dirigent.engine.store.pool import affected
-from dirigent.engine.store.progress import Ended, advance_runs, next_attempts, notify_work
+from dirigent.engine.store.progress import (
+    Advanced,
+    Ended,
+    advance_runs,
+    next_attempts,
+    notify_work,
+)
 from dirigent.engine.store.runs import cancel_open_work, start_queued_run
 from dirigent.engine.store.versions import VersionCache
 
 FAIL_FAST_REASON = "another item failed (onItemFailure: FailFast)"
+Locked = Mapping[int, Mapping[str, Any]]  # run id: the locked run's id, pipeline_id, version_id
 
 
 @dataclass(frozen=True)
@@ -224,16 +231,13 @@ async def settle_many(
     worker_ids = {o.worker_id for o in outcomes}
     assert len(worker_ids) == 1, "a batch comes from one worker"
     pipelines = {o.attempt.id: await versions.get(conn, o.attempt.version_id) for o in outcomes}
-    # The lock order of ``lock_batch``: pipelines, runs (with their progress), then the
-    # attempts (in ``record``'s first step).
+    # The lock order of ``lock_batch``: pipelines, then runs and attempts (``record`` takes
+    # both, runs first).
     await _lock_queue_pipelines(conn, [o.attempt for o in outcomes], versions)
-    locked = await note_progress(conn, sorted({o.attempt.run_id for o in outcomes}))
     retrying = {o.attempt.id for o in outcomes if will_retry(o, pipelines[o.attempt.id])}
-    accepted, counters = await record(conn, outcomes, next(iter(worker_ids)), retrying)
+    rec = await record(conn, outcomes, next(iter(worker_ids)), retrying, lock_runs=True)
     results: dict[int, Settled] = {o.attempt.id: Settled(discarded=True) for o in outcomes}
-    live = [o for o in outcomes if o.attempt.id in accepted and o.attempt.run_id in locked]
-    if not live:
-        return [results[o.attempt.id] for o in outcomes]
+    live = [o for o in outcomes if o.attempt.id in rec.accepted and o.attempt.run_id in rec.locked]
     retries = [o.attempt for o in live if o.attempt.id in retrying]
     retry_at = await _queue_retries(conn, [(a, pipelines[a.id]) for a in retries])
     for o in live:
@@ -245,33 +249,53 @@ async def settle_many(
         for o in kept
         if o.attempt.run_item_id is None
     }
-    terminal.update(await fan_outs_settled(conn, counters, locked, versions))
-    settled = await advance(conn, terminal, locked, versions)
+    terminal.update(await fan_outs_settled(conn, rec.counters, rec.locked, versions))
+    advanced = await advance(conn, terminal, rec.locked, versions)
+    # Every run locked notes progress, once: the runs whose row advancing or a retry wrote
+    # noted it there (a second update of a row this transaction wrote re-checks its keys).
+    written = {r for r, a in advanced.items() if a.wrote_run} | {a.run_id for a in retries}
+    await note_progress(conn, sorted(set(rec.locked) - written))
     for o in live:
-        if o.attempt.run_id in settled:
-            results[o.attempt.id] = Settled(run_status=settled[o.attempt.run_id])
+        status = advanced[o.attempt.run_id].run_status if o.attempt.run_id in advanced else None
+        if status is not None:
+            results[o.attempt.id] = Settled(run_status=status)
     return [results[o.attempt.id] for o in outcomes]
 
 
-async def note_progress(conn: asyncpg.Connection, run_ids: list[int]) -> dict[int, asyncpg.Record]:
-    """Lock the runs in id order (no two batches deadlock) and note progress, one statement."""
+async def lock_runs(conn: asyncpg.Connection, run_ids: list[int]) -> Locked:
+    """Lock the runs in id order (no two batches deadlock); their ids, pipelines, versions."""
     rows = await conn.fetch(
-        """WITH l AS (SELECT id FROM runs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE)
-           UPDATE runs r SET last_progress_at = now(), stuck_at = NULL FROM l WHERE r.id = l.id
-           RETURNING r.id, r.pipeline_id, r.version_id""",
+        """SELECT id, pipeline_id, version_id FROM runs WHERE id = ANY($1)
+           ORDER BY id FOR NO KEY UPDATE""",
         run_ids,
     )
     return {r["id"]: r for r in rows}
 
 
-# ``record``'s statement: attempts locked in id order (``l``), then updated (``u``); what
-# follows writes only for the attempts ``u`` updated. Whether an attempt is still this
-# worker's is read from ``l``, the locked row's latest version: a predicate on ``a`` would
-# match the partial lease index, and a planner whose statistics predate the batch's work
-# then scans every running attempt for the few by primary key.
+async def note_progress(conn: asyncpg.Connection, run_ids: list[int]) -> None:
+    """The runs made progress (a stuck one is no longer); callers hold their locks."""
+    if run_ids:
+        await conn.execute(
+            "UPDATE runs SET last_progress_at = now(), stuck_at = NULL WHERE id = ANY($1)",
+            run_ids,
+        )
+
+
+# ``record``'s statement: the runs locked in id order (``lr``, none when counting), then the
+# attempts (``l``: its InitPlan reads ``lr`` first, so no attempt row is locked before every
+# run row is, the global order), then updated (``u``); what follows writes only for the
+# attempts ``u`` updated. Whether an attempt is still this worker's is read from ``l``, the
+# locked row's latest version: a predicate on ``a`` would match the partial lease index, and
+# a planner whose statistics predate the batch's work then scans every running attempt for
+# the few by primary key.
 RECORD = f"""
-    WITH l AS (
-        SELECT id, lease_owner, status FROM step_attempts WHERE id = ANY(:ids::bigint[])
+    WITH lr AS (
+        SELECT id, pipeline_id, version_id FROM runs WHERE id = ANY(:run_ids::bigint[])
+        ORDER BY id FOR NO KEY UPDATE
+    ),
+    l AS (
+        SELECT id, lease_owner, status FROM step_attempts
+        WHERE id = ANY(:ids::bigint[]) AND (SELECT count(*) FROM lr) >= 0
         ORDER BY id FOR NO KEY UPDATE
     ),
     u AS (
@@ -329,21 +353,35 @@ RECORD = f"""
                   s.items_cancelled
     )
     SELECT (SELECT coalesce(array_agg(id), '{{}}') FROM u) AS ids,
-           (SELECT coalesce(jsonb_agg(to_jsonb(counts)), '[]') FROM counts) AS counters
+           (SELECT coalesce(jsonb_agg(to_jsonb(counts)), '[]') FROM counts) AS counters,
+           (SELECT coalesce(jsonb_agg(to_jsonb(lr)), '[]') FROM lr) AS runs
     """
 
 
+@dataclass(frozen=True)
+class Recorded:
+    accepted: set[int]  # the attempts recorded (one no longer this worker's is not)
+    counters: list[dict[str, Any]]  # of every fan-out step whose items the batch settled
+    locked: Locked  # the runs locked, when asked to: id, pipeline_id, version_id
+
+
 async def record(
-    conn: asyncpg.Connection, outcomes: list[Outcome], worker_id: str, retrying: set[int]
-) -> tuple[set[int], list[dict[str, Any]]]:
+    conn: asyncpg.Connection,
+    outcomes: list[Outcome],
+    worker_id: str,
+    retrying: set[int],
+    *,
+    lock_runs: bool,
+) -> Recorded:
     """One statement records the whole batch: attempts, artifacts, logs, items and the
     fan-out counters.
 
-    The attempt rows are locked in id order first (``l``: the order ``lock_batch`` and the
-    heartbeat take them) and only then updated. Everything but the attempt update is
-    filtered by the attempts it actually updated, so an attempt that is no longer ours
-    writes nothing. Returns the ids recorded, and the counters of every fan-out step whose
-    items this batch settled (a step already settled, by FailFast, is not among them).
+    With ``lock_runs``, the batch's runs are locked first, in id order; then the attempt
+    rows, in id order (``l``: the order ``lock_batch`` and the heartbeat take them), and
+    only then updated. Everything but the attempt update is filtered by the attempts it
+    actually updated, so an attempt that is no longer ours writes nothing. The counters are
+    those of every fan-out step whose items this batch settled (a step already settled, by
+    FailFast, is not among them).
     """
     logs = [LogRow.of(o.attempt, ln) for o in outcomes for ln in o.logs]
     arts = [(o.attempt, o.artifact) for o in outcomes if o.artifact is not None]
@@ -352,6 +390,7 @@ async def record(
     ]
     sql, args = named(
         RECORD,
+        run_ids=sorted({o.attempt.run_id for o in outcomes}) if lock_runs else [],
         ids=[o.attempt.id for o in outcomes],
         statuses=[o.status for o in outcomes],
         inputs=[_json(o.input) for o in outcomes],
@@ -379,7 +418,7 @@ async def record(
     )
     row = await conn.fetchrow(sql, *args)
     assert row is not None
-    return set(row["ids"]), list(row["counters"])
+    return Recorded(set(row["ids"]), list(row["counters"]), {r["id"]: r for r in row["runs"]})
 
 
 async def _queue_retries(
@@ -436,7 +475,7 @@ def counted_outcome(pipeline: Pipeline, counters: Mapping[str, Any]) -> tuple[st
 async def fan_outs_settled(
     conn: asyncpg.Connection,
     counters: list[dict[str, Any]],
-    locked: dict[int, asyncpg.Record],
+    locked: Locked,
     versions: VersionCache,
 ) -> dict[tuple[int, str], tuple[str, bool]]:
     """The fan-out steps whose counters (``record`` added this batch's items to them) now
@@ -456,21 +495,17 @@ async def fan_outs_settled(
 async def advance(
     conn: asyncpg.Connection,
     ended: Ended,
-    locked: dict[int, asyncpg.Record],
+    locked: Locked,
     versions: VersionCache,
-) -> dict[int, str]:
+) -> dict[int, Advanced]:
     """Settle the steps that ended and advance every run they belong to, set-based; a run
-    settling under the Queue policy starts its pipeline's next queued run. Returns the runs
-    that settled."""
+    settling under the Queue policy starts its pipeline's next queued run. Returns how each
+    run advanced."""
     run_ids = sorted({r for r, _ in ended})
     runs = [(r, await versions.get(conn, locked[r]["version_id"])) for r in run_ids]
     advanced = await advance_runs(conn, runs, ended)
-    settled: dict[int, str] = {}
     for run_id, pipeline in runs:
-        status = advanced[run_id].run_status
-        if status is None:
-            continue
-        settled[run_id] = status
-        if pipeline.spec.concurrency is ConcurrencyPolicy.QUEUE:
+        settled = advanced[run_id].run_status is not None
+        if settled and pipeline.spec.concurrency is ConcurrencyPolicy.QUEUE:
             await start_queued_run(conn, locked[run_id]["pipeline_id"], versions)
-    return settled
+    return advanced

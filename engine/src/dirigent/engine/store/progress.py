@@ -31,6 +31,12 @@ class Advanced:
     queued: int = 0  # attempts that became claimable
     run_status: str | None = None  # set when the run settled
 
+    @property
+    def wrote_run(self) -> bool:
+        """Advancing updated the run's row (its fairness counter or its status), noting
+        its progress there."""
+        return self.queued > 0 or self.run_status is not None
+
 
 async def notify_work(conn: asyncpg.Connection) -> None:
     """Wake idle workers; one NOTIFY per transaction (PostgreSQL folds duplicates anyway)."""
@@ -136,7 +142,8 @@ async def next_attempts(
         ),
         n AS (SELECT run_id, count(*) AS n FROM prev GROUP BY run_id),
         seq AS (
-            UPDATE runs r SET queued_seq = r.queued_seq + n.n FROM n WHERE r.id = n.run_id AND :fair
+            UPDATE runs r SET queued_seq = r.queued_seq + n.n, last_progress_at = now(), stuck_at = NULL
+            FROM n WHERE r.id = n.run_id AND :fair
             RETURNING r.id, r.queued_seq - n.n AS base
         ),
         ord AS (SELECT prev.*, row_number() OVER (PARTITION BY prev.run_id ORDER BY prev.ord) AS rn
@@ -197,7 +204,10 @@ async def queue_steps_many(
             WHERE a.id = q.id RETURNING a.run_id
         ),
         c AS (SELECT run_id, count(*) AS n FROM u GROUP BY run_id),
-        bumped AS (UPDATE runs r SET queued_seq = r.queued_seq + c.n FROM c WHERE r.id = c.run_id),
+        bumped AS (
+            UPDATE runs r SET queued_seq = r.queued_seq + c.n, last_progress_at = now(), stuck_at = NULL
+            FROM c WHERE r.id = c.run_id
+        ),
         notified AS (SELECT pg_notify('{WORK_CHANNEL}', '') FROM (SELECT 1 FROM c LIMIT 1) AS one)
         SELECT run_id, n FROM c WHERE (SELECT count(*) FROM notified) >= 0
         """,
@@ -324,7 +334,8 @@ async def settle_runs(
     sql, args = named(
         f"""WITH settled AS (
                UPDATE runs r SET status = t.status, finished_at = now(), last_progress_at = now(),
-                      failed_step = t.failed, error_message = COALESCE(r.error_message, t.error)
+                      stuck_at = NULL, failed_step = t.failed,
+                      error_message = COALESCE(r.error_message, t.error)
                FROM unnest(:ids::bigint[], :statuses::text[], :failed::text[], :errors::text[])
                     AS t(id, status, failed, error)
                WHERE r.id = t.id
