@@ -32,7 +32,6 @@ from dirigent.engine.store.outcomes import (
     fan_outs_settled,
     lock_queue_pipelines,
     lock_runs,
-    note_progress,
     record,
 )
 from dirigent.engine.store.versions import VersionCache
@@ -71,15 +70,15 @@ async def settle_counted(
 ) -> dict[int, str]:
     """Settle steps their counters end, and advance their runs; returns the runs settled.
 
-    In the caller's transaction, with the locks in the global order: Queue pipelines, runs
-    (noting progress), then the counters read again under them, so a step settled meanwhile
-    (by another worker's batch, or a sweeper) is not settled twice.
+    In the caller's transaction, with the locks in the global order: Queue pipelines, runs,
+    then the counters read again under them, so a step settled meanwhile
+    (by another worker's batch, or a sweeper) is not settled twice; ``advance`` notes the
+    runs' progress.
     """
     if not steps:
         return {}
     await lock_queue_pipelines(conn, {(r, v) for r, v, _ in steps}, versions)
     locked = await lock_runs(conn, sorted({r for r, _, _ in steps}))
-    await note_progress(conn, sorted(locked))
     rows = await conn.fetch(
         f"""SELECT s.run_id, s.step, s.items, s.items_succeeded, s.items_failed,
                    s.items_skipped, s.items_cancelled

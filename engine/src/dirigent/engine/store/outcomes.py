@@ -172,10 +172,7 @@ async def lock_batch(
     if not attempts:
         return
     await _lock_queue_pipelines(conn, attempts, versions)
-    await conn.execute(
-        "SELECT 1 FROM runs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
-        sorted({a.run_id for a in attempts}),
-    )
+    await lock_runs(conn, sorted({a.run_id for a in attempts}))
     await conn.execute(
         "SELECT 1 FROM step_attempts WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
         sorted({a.id for a in attempts}),
@@ -250,13 +247,10 @@ async def settle_many(
         if o.attempt.run_item_id is None
     }
     terminal.update(await fan_outs_settled(conn, rec.counters, rec.locked, versions))
-    advanced = await advance(conn, terminal, rec.locked, versions)
-    # Every run locked notes progress, once: the runs whose row advancing or a retry wrote
-    # noted it there (a second update of a row this transaction wrote re-checks its keys).
-    written = {r for r, a in advanced.items() if a.wrote_run} | {a.run_id for a in retries}
-    await note_progress(conn, sorted(set(rec.locked) - written))
+    retried = {a.run_id for a in retries}  # their rows noted progress with their counters
+    advanced = await advance(conn, terminal, rec.locked, versions, noted=retried)
     for o in live:
-        status = advanced[o.attempt.run_id].run_status if o.attempt.run_id in advanced else None
+        status = getattr(advanced.get(o.attempt.run_id), "run_status", None)
         if status is not None:
             results[o.attempt.id] = Settled(run_status=status)
     return [results[o.attempt.id] for o in outcomes]
@@ -497,10 +491,17 @@ async def advance(
     ended: Ended,
     locked: Locked,
     versions: VersionCache,
+    *,
+    noted: set[int] | None = None,
 ) -> dict[int, Advanced]:
     """Settle the steps that ended and advance every run they belong to, set-based; a run
     settling under the Queue policy starts its pipeline's next queued run. Returns how each
-    run advanced."""
+    run advanced.
+
+    Every ``locked`` run then notes its progress, once: a run whose row advancing wrote (or
+    the caller did: ``noted``) noted it there, because a second update of a row this
+    transaction wrote re-checks its foreign keys (a share lock of its pipeline's rows).
+    """
     run_ids = sorted({r for r, _ in ended})
     runs = [(r, await versions.get(conn, locked[r]["version_id"])) for r in run_ids]
     advanced = await advance_runs(conn, runs, ended)
@@ -508,4 +509,6 @@ async def advance(
         settled = advanced[run_id].run_status is not None
         if settled and pipeline.spec.concurrency is ConcurrencyPolicy.QUEUE:
             await start_queued_run(conn, locked[run_id]["pipeline_id"], versions)
+    written = {r for r, a in advanced.items() if a.wrote_run} | (noted or set())
+    await note_progress(conn, sorted(set(locked) - written))
     return advanced
