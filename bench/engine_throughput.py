@@ -15,7 +15,12 @@ Scenarios, each with 1, 2 and 4 `dirigent worker` processes:
   fan-out  one run with N no-op items
   runs     N/2 runs of two chained no-op steps
 and a chain of sequential steps to measure the gap from a step settling to its dependent
-starting (p50, p99). Each (shape, worker count) runs three times (``--repeat``), the worker
+starting (p50, p99). Each scenario also prints the CPU time and context switches per attempt
+of the workers and of the server (``cpu``). Beside each worker count runs the Python client
+floor (``client_floor``): pgbench's transaction from as many asyncpg processes, which tells
+what adding processes costs on this machine whatever the engine does. One untimed run of
+each shape warms a new server up before pgbench and the measured runs, and each scenario's
+workers run a few hundred untimed attempts before its clock starts (``warm_workers``). Each (shape, worker count) runs three times (``--repeat``), the worker
 counts taking turns, and the median is what counts: this machine's speed moves by a
 quarter between minutes, more than the differences the bench is asked to show.
 
@@ -27,9 +32,10 @@ The last line is machine-readable:
     attempts_per_s=<n> pgbench_tps=<n> ratio=<attempts_per_s*2/pgbench_tps>
         runs_attempts_per_s=<n> runs_ratio=<runs_attempts_per_s*2/pgbench_tps>
         fanout_4_vs_2=<median with 4 workers / median with 2> runs_4_vs_2=<the same>
-(attempts_per_s is the best median of every scenario; the runs_ keys are the many-small-runs
-shape; the _4_vs_2 keys appear when both counts ran, and 1.0 means adding workers cost
-nothing.)
+        client_4_vs_2=<the client floor's, 4 processes / 2>
+(attempts_per_s is the best median of the engine's scenarios; the runs_ keys are the
+many-small-runs shape; the _4_vs_2 keys appear when both counts ran, and 1.0 means adding
+workers cost nothing.)
 """
 
 from __future__ import annotations
@@ -43,12 +49,17 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
+import client_floor
+import cpu
 from workers import PAIR, apply, door, start_workers, stop_workers, wait_registered
 
 from dirigent.engine import RunRequest
+from dirigent.engine.engine import Engine, RunCreated
 from dirigent.engine.store.database import create_database, drop_database, upgrade_async
 from dirigent.engine.store.embedded import EmbeddedPostgres, binaries_dir
 from dirigent.engine.store.pool import create_pool
@@ -62,6 +73,9 @@ spec:
   steps:
     each: {{block: core.noop, forEach: {items}}}
 """
+CONCURRENCY = 16  # attempts each worker runs at once, and connections per floor client
+WARM = FAN.replace("name: fan", "name: warm").format(items=list(range(400)))
+WARM_RUNS = 100  # two-step runs per worker in each scenario's untimed start
 
 
 def chain(n: int) -> str:
@@ -127,9 +141,50 @@ async def print_statements(pool: asyncpg.Pool, limit: int = 6) -> None:
         print(f"    {r['total_exec_time']:8.0f} ms {r['calls']:7} calls  {r['q']}", flush=True)
 
 
-async def scenario(
-    url: str, name: str, n: int, workers: int, concurrency: int, root: Path, statements: bool
-) -> float:
+@dataclass(frozen=True)
+class Place:
+    """Where a scenario runs: the server's data directory (for its processes' CPU), the
+    workers' artifact root, and whether ``pg_stat_statements`` is loaded."""
+
+    data_dir: Path
+    root: Path
+    statements: bool
+
+
+async def create(
+    engine: Engine, name: str, n: int, mark: Callable[[], cpu.Snapshot]
+) -> tuple[list[RunCreated], int, float, cpu.Snapshot]:
+    """The scenario's runs, how many attempts they hold, and when the clock started (with
+    ``mark()``'s snapshot taken then): before the fan-out's one run is created, after the
+    many runs are (they are created one at a time, which is not what is measured)."""
+    if name == "fan-out":
+        before, t0 = mark(), time.perf_counter()
+        created = [await engine.start_run(RunRequest("default", "fan"))]
+        print(f"  created a {n}-item fan-out run in {time.perf_counter() - t0:.2f}s", flush=True)
+        return created, n, t0, before
+    t_create = time.perf_counter()
+    # All runs in one transaction: they appear to the workers at once.
+    created = await engine.start_runs([RunRequest("default", "pair") for _ in range(n // 2)])
+    print(f"  created {n // 2} runs in {time.perf_counter() - t_create:.2f}s", flush=True)
+    return created, 2 * (n // 2), time.perf_counter(), mark()
+
+
+async def warm_workers(engine: Engine, pool: asyncpg.Pool, workers: int) -> None:
+    """A few hundred untimed attempts of both shapes on the scenario's own workers first.
+
+    Workers are long-lived (a Deployment), so their steady state is what counts. A fresh
+    worker's first attempts cost more: its connections are opened and each statement is
+    prepared and planned on each of them, and its caches fill. Four fresh workers pay that
+    twice as often as two for the same attempts, and the clock counted it against them.
+    """
+    runs = [await engine.start_run(RunRequest("default", "warm"))]
+    runs += await engine.start_runs(
+        [RunRequest("default", "pair") for _ in range(WARM_RUNS * workers)]
+    )
+    await settle(pool, [r.run_id for r in runs])
+
+
+async def scenario(url: str, name: str, n: int, workers: int, place: Place) -> float:
     """Attempts per second for one scenario on a fresh database."""
     sep = "&" if "?" in url else "?"
     pool = await create_pool(f"{url}{sep}application_name=bench", max_size=3)
@@ -137,38 +192,25 @@ async def scenario(
     stop = asyncio.Event()
     try:
         async with door(url) as engine:
-            procs = start_workers(url, workers, concurrency, root)
+            procs = start_workers(url, workers, CONCURRENCY, place.root)
             try:
                 await wait_registered(pool, workers)
-                t0 = time.perf_counter()
-                if name == "fan-out":
-                    created = [await engine.start_run(RunRequest("default", "fan"))]
-                    print(
-                        f"  created a {n}-item fan-out run in {time.perf_counter() - t0:.2f}s",
-                        flush=True,
-                    )
-                    attempts = n
-                else:
-                    # All runs in one transaction: they appear to the workers at once.
-                    t_create = time.perf_counter()
-                    created = await engine.start_runs(
-                        [RunRequest("default", "pair") for _ in range(n // 2)]
-                    )
-                    print(
-                        f"  created {n // 2} runs in {time.perf_counter() - t_create:.2f}s",
-                        flush=True,
-                    )
-                    t0 = time.perf_counter()
-                    attempts = 2 * (n // 2)
-                if statements:
+                await warm_workers(engine, pool, workers)
+                pids = [p.pid for p in procs]
+                created, attempts, t0, before = await create(
+                    engine, name, n, lambda: cpu.snapshot(pids, place.data_dir)
+                )
+                if place.statements:
                     await pool.execute("SELECT pg_stat_statements_reset()")
                 sampler = asyncio.create_task(sample_waits(pool, waits, stop))
                 await settle(pool, [r.run_id for r in created])
                 elapsed = time.perf_counter() - t0
+                after = cpu.snapshot(pids, place.data_dir)
                 stop.set()
                 await sampler
                 print_waits(waits)
-                if statements:
+                print(cpu.per_attempt(before, after, attempts), flush=True)
+                if place.statements:
                     await print_statements(pool)
                 bad = await pool.fetchval("SELECT count(*) FROM runs WHERE status <> 'succeeded'")
                 assert bad == 0, f"{bad} runs did not succeed"
@@ -264,16 +306,18 @@ async def main(quick: bool, statements: bool, workers: str | None, repeat: int |
         base / "pgdata", settings=statement_settings() if statements else None
     )
     server.start()
+    place = Place(base / "pgdata", base / "art", statements)
     try:
         print(
             f"server: PostgreSQL on 127.0.0.1:{server.port} (fsync off, as the embedded test server)"
         )
+        await warm_up(server, n, max(worker_counts), place)
         await create_database(server.url, "bench")
         tps = pgbench(server, 5 if quick else 15)
         print(
             f"pgbench simple-update: {tps:.0f} tps (8 clients) -> target {tps / 2:.0f} attempts/s"
         )
-        rates = await throughput(server, n, worker_counts, repeat, base, statements)
+        rates = await throughput(server, n, worker_counts, repeat, place, 4 if quick else 8)
         medians = report(rates)
         (p50, p99), (t50, t99) = await latencies(server, quick, base)
         print(f"step settled -> dependent started: p50={p50:.1f}ms p99={p99:.1f}ms")
@@ -283,41 +327,65 @@ async def main(quick: bool, statements: bool, workers: str | None, repeat: int |
         server.stop()
 
 
+async def warm_up(server: EmbeddedPostgres, n: int, workers: int, place: Place) -> None:
+    """One untimed run of each shape before anything is measured, pgbench included.
+
+    A new server's first minute is not its steady state: its first scenarios spent 5-10 times
+    the system CPU per attempt of later ones (fresh WAL files and memory touched for the
+    first time), which slowed whichever worker count the rotation put first.
+    """
+    for scen in ("fan-out", "runs"):
+        rate = await measure(server, f"warm_{scen}".replace("-", "_"), scen, n, workers, place)
+        print(f"warm-up  {scen} workers={workers}: {rate:.0f} attempts/s (not counted)")
+
+
+async def measure(
+    server: EmbeddedPostgres, db: str, scen: str, n: int, workers: int, place: Place
+) -> float:
+    """One scenario on a database of its own, dropped afterwards so that no autovacuum of
+    its history runs during the next."""
+    await create_database(server.url, db)
+    url = server.url_for(db)
+    await upgrade_async(url)
+    if place.statements:
+        await create_extension(url)
+    async with door(url) as engine:
+        await apply(engine, FAN.format(items=list(range(n))))
+        await apply(engine, WARM)
+        await apply(engine, PAIR)
+    rate = await scenario(url, scen, n, workers, place)
+    await drop_database(server.url, db)
+    return rate
+
+
 async def throughput(
     server: EmbeddedPostgres,
     n: int,
     worker_counts: list[int],
     repeat: int,
-    base: Path,
-    statements: bool,
+    place: Place,
+    client_seconds: float,
 ) -> dict[str, dict[int, list[float]]]:
-    """Every (shape, worker count) ``repeat`` times, each on a fresh database.
+    """Every (shape, worker count) ``repeat`` times, each on a fresh database, and beside
+    each count the Python client floor (``client_floor``) with as many processes.
 
     The machine's speed drifts between minutes, so the worker counts take turns: each round
-    starts the rotation one place later, and every count runs early and late alike. Each
-    scenario's database is dropped when it ends, so no autovacuum of the last scenario's
-    history runs during the next.
+    starts the rotation one place later, and every count runs early and late alike.
     """
-    rates: dict[str, dict[int, list[float]]] = {"fan-out": {}, "runs": {}}
+    rates: dict[str, dict[int, list[float]]] = {"fan-out": {}, "runs": {}, "client": {}}
     counter = 0
     for round_ in range(repeat):
         shift = round_ % len(worker_counts)
         for workers in worker_counts[shift:] + worker_counts[:shift]:
-            for scen in rates:
+            for scen in ("fan-out", "runs"):
                 counter += 1
-                db = f"engine_{counter}"
-                await create_database(server.url, db)
-                url = server.url_for(db)
-                await upgrade_async(url)
-                if statements:
-                    await create_extension(url)
-                async with door(url) as engine:
-                    await apply(engine, FAN.format(items=list(range(n))))
-                    await apply(engine, PAIR)
-                rate = await scenario(url, scen, n, workers, 16, base / "art", statements)
-                await drop_database(server.url, db)
+                rate = await measure(server, f"engine_{counter}", scen, n, workers, place)
                 rates[scen].setdefault(workers, []).append(rate)
                 print(f"{scen:8} n={n:6} workers={workers}: {rate:8.0f} attempts/s", flush=True)
+            url = server.url_for("bench")
+            tps = client_floor.tps(url, workers, CONCURRENCY, client_seconds)
+            rates["client"].setdefault(workers, []).append(tps)
+            print(f"client   processes={workers}: {tps:8.0f} tps", flush=True)
     return rates
 
 
@@ -328,8 +396,9 @@ def report(rates: dict[str, dict[int, list[float]]]) -> dict[str, dict[int, floa
         medians[scen] = {}
         for workers, values in sorted(by_workers.items()):
             medians[scen][workers] = statistics.median(values)
+            unit = "tps" if scen == "client" else "attempts/s"
             print(
-                f"{scen:8} workers={workers}: median {medians[scen][workers]:6.0f} attempts/s "
+                f"{scen:8} workers={workers}: median {medians[scen][workers]:6.0f} {unit} "
                 f"(min {min(values):.0f}, max {max(values):.0f}, {len(values)} runs)",
                 flush=True,
             )
@@ -356,13 +425,13 @@ def summary(medians: dict[str, dict[int, float]], tps: float) -> str:
     ``<shape>_4_vs_2`` is the median with 4 workers over the median with 2 (1.0: adding
     workers costs nothing), when both counts ran.
     """
-    best = max(v for by_workers in medians.values() for v in by_workers.values())
+    best = max(v for scen in ("fan-out", "runs") for v in medians[scen].values())
     runs_best = max(medians["runs"].values())
     line = (
         f"attempts_per_s={best:.0f} pgbench_tps={tps:.0f} ratio={best * 2 / tps:.3f} "
         f"runs_attempts_per_s={runs_best:.0f} runs_ratio={runs_best * 2 / tps:.3f}"
     )
-    for scen, key in (("fan-out", "fanout"), ("runs", "runs")):
+    for scen, key in (("fan-out", "fanout"), ("runs", "runs"), ("client", "client")):
         if 2 in medians[scen] and 4 in medians[scen]:
             line += f" {key}_4_vs_2={medians[scen][4] / medians[scen][2]:.3f}"
     return line
