@@ -16,6 +16,7 @@ import and connect.)
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import random
 import subprocess
@@ -77,5 +78,12 @@ def tps(url: str, processes: int, concurrency: int, seconds: float) -> float:
 
 
 if __name__ == "__main__":
-    url, concurrency, start, seconds = sys.argv[1:5]
-    print(asyncio.run(client(url, int(concurrency), float(start), float(seconds))))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("url", help="a database holding pgbench's tables (pgbench -i)")
+    parser.add_argument("concurrency", type=int, help="connections, each a pgbench client")
+    parser.add_argument("start", type=float, help="when to start, as a Unix time")
+    parser.add_argument("seconds", type=float, help="how long to run")
+    args = parser.parse_args()
+    print(asyncio.run(client(args.url, args.concurrency, args.start, args.seconds)))
