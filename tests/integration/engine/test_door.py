@@ -281,7 +281,12 @@ async def test_an_event_that_commits_late_is_not_skipped(h: Harness) -> None:
     await engine.apply(manifest(LINEAR), "default")
     early = await engine.start_run(RunRequest("default", "p", {"word": "1"}))
     late = await engine.start_run(RunRequest("default", "p", {"word": "2"}))
-    async with collecting(engine, poll=0.05) as live, h.pool.acquire() as conn:
+    # The subscriber's position is taken now, before the slow transaction begins: "from now"
+    # would be read when the subscription first runs, after opening its LISTEN connection,
+    # which can be after both cancellations committed (then neither is news to it).
+    async with h.pool.acquire() as conn:
+        now = encode_cursor(*await latest_position(conn))
+    async with collecting(engine, poll=0.05, cursor=now) as live, h.pool.acquire() as conn:
         slow = conn.transaction()
         await slow.start()
         await conn.execute("UPDATE runs SET status = 'cancelled' WHERE id = $1", early.run_id)
