@@ -409,12 +409,14 @@ class Engine:
         repeated. Woken by NOTIFY for run and step transitions; ``poll`` bounds how late an
         attempt transition (which sends no NOTIFY) can be seen.
         """
-        await self._listen()
+        # "Now" is read before the LISTEN connection opens, not after: what commits while it
+        # opens is news, and the first read below finds it.
         if cursor is not None:
             xid, last = decode_cursor(cursor, 2)
             position = (int(xid), int(last))
         else:
             position = await self._read(events.latest_position)
+        await self._listen()
         while True:
             woken = self._events.waiter()
             batch = await self._events_after(position, namespace, run_id)
