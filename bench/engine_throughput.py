@@ -20,9 +20,10 @@ of the workers and of the server (``cpu``). Beside each worker count runs the Py
 floor (``client_floor``): pgbench's transaction from as many asyncpg processes, which tells
 what adding processes costs on this machine whatever the engine does. One untimed run of
 each shape warms a new server up before pgbench and the measured runs, and each scenario's
-workers run a few hundred untimed attempts before its clock starts (``warm_workers``). Each (shape, worker count) runs three times (``--repeat``), the worker
-counts taking turns, and the median is what counts: this machine's speed moves by a
-quarter between minutes, more than the differences the bench is asked to show.
+workers run a few hundred untimed attempts before its clock starts (``warm_workers``).
+Each (shape, worker count) runs three times (``--repeat``), the worker counts taking turns,
+and the median is what counts: this machine's speed moves by a quarter between minutes,
+more than the differences the bench is asked to show.
 
     uv run python bench/engine_throughput.py            # full
     uv run python bench/engine_throughput.py --quick    # under two minutes
