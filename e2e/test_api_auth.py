@@ -23,8 +23,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dirigent.engine.store.database import create_database, upgrade
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
+from dirigent.engine.store.schema.database import create_database, upgrade
 from e2e.harness.binaries import REPO_ROOT
 from e2e.harness.clusters import Cluster
 from e2e.kubectl import Kubectl

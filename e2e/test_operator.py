@@ -54,12 +54,12 @@ def wait_run(
 ) -> Any:
     found: list[Any] = []
 
-    def settled() -> bool:
-        run = engine.run(namespace, run_id)
+    def finished() -> bool:
+        run = engine.runs.get(namespace, run_id)
         found[:] = [run]
         return run is not None and run.status in states
 
-    wait_until(settled, what=f"run {run_id} in {states}", timeout=timeout)
+    wait_until(finished, what=f"run {run_id} in {states}", timeout=timeout)
     return found[0]
 
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
-from dirigent.engine.settings import EngineSettings
+from dirigent.engine.infrastructure.settings import EngineSettings
 
 __all__ = ["ENGINE_SETTINGS_IN_CHART", "Values", "camel", "settings_model"]
 

@@ -24,11 +24,11 @@ KNOWN = {
     # (path, function): the issue that will split it
     # A migration is one schema step, read top to bottom beside its downgrade.
     (
-        "engine/src/dirigent/engine/store/migrations/versions/0001_baseline.py",
+        "engine/src/dirigent/engine/store/schema/migrations/versions/0001_baseline.py",
         "upgrade",
     ): "migration",
     (
-        "engine/src/dirigent/engine/store/migrations/versions/0006_triggers.py",
+        "engine/src/dirigent/engine/store/schema/migrations/versions/0006_triggers.py",
         "upgrade",
     ): "migration",
 }

@@ -20,7 +20,7 @@ from dirigent.api.metrics import ApiMetrics
 from dirigent.api.server import ApiServer
 from dirigent.api.streams import StreamSettings
 from dirigent.engine import Engine, EngineSettings
-from dirigent.engine.plugins import discover
+from dirigent.engine.infrastructure.plugins import discover
 from dirigent.engine.store.pool import Database
 from tests.integration.engine.harness import Harness
 

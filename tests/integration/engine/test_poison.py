@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dirigent.engine.manifests.loading import parse_manifest, read_text
-from dirigent.engine.problems import ProblemsError
+from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
+from dirigent.engine.shapes.problems import ProblemsError
 from tests.integration.engine.harness import Harness, spawn_worker
 from tests.waiting import eventually
 
@@ -46,7 +46,7 @@ async def test_one_unstorable_output_fails_its_attempt_alone_and_nothing_runs_tw
     async with h.workers(
         1, lease=dt.timedelta(seconds=1), heartbeat=dt.timedelta(milliseconds=300)
     ):
-        assert await h.until_settled(run.run_id, timeout=15) == "completed_with_errors"
+        assert await h.until_finished(run.run_id, timeout=15) == "completed_with_errors"
     items = {a["item_index"]: a for a in await h.attempts(run.run_id, "each")}
     assert len(items) == 7, "one attempt per item: nothing was retried"
     assert (items[1]["status"], items[1]["error_code"], items[1]["error_class"]) == (
@@ -155,7 +155,7 @@ spec:
             still_leased, lambda n: n == 0, timeout=10, every=0.2, what="the lease recovered"
         )
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     [boom] = await h.attempts(run.run_id, "boom")
     assert (boom["status"], boom["error_code"]) == ("failed", "engine.attempt.unrecoverable")
     assert boom["recoveries"] == 3

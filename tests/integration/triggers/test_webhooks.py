@@ -67,12 +67,12 @@ async def setup(h: Harness, tmp_path: Path, extra: str = "", concurrency: str = 
 
 
 async def apply_hook(h: Harness, name: str, extra: str, secrets: dict[str, str]) -> str:
-    from dirigent.engine.manifests.loading import parse_manifest, read_text
+    from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
 
     docs, _ = read_text(WEBHOOK.format(name=name, extra=extra))
     manifest, problems = parse_manifest(docs[0].data)
     assert manifest is not None, problems
-    return (await h.engine.apply(manifest, "default", secret_values=secrets)).action
+    return (await h.engine.manifests.apply(manifest, "default", secret_values=secrets)).action
 
 
 async def deliveries(h: Harness) -> list[tuple[int, str, str | None]]:
@@ -98,7 +98,7 @@ async def test_an_accepted_delivery_starts_a_run_with_mapped_params(
     assert await deliveries(h) == [(202, "accepted", None)]
     delivered = await h.fetchval("SELECT run_id FROM webhook_deliveries")
     assert delivered == run_id
-    view = await h.engine.webhook("default", "orders")
+    view = await h.engine.triggers.webhook("default", "orders")
     assert view is not None and view.last_delivery_result == "accepted"
     assert view.path == f"/hooks/{TOKEN[:8]}…" and TOKEN not in view.path
     # The token is stored only as its hash.
@@ -161,7 +161,7 @@ async def test_every_refusal_path_is_answered_and_recorded(
     assert [r[0] for r in recorded] == [404, 401, 401, 401, 202, 429, 413, 400, 422, 422, 409, 404]
     assert all(r[1] == ("accepted" if r[0] == 202 else "refused") for r in recorded)
     assert await h.fetchval("SELECT count(*) FROM runs") == 1
-    metrics = h.engine._intake.metrics  # type: ignore[union-attr]
+    metrics = h.engine.triggers._intake.metrics  # type: ignore[union-attr]
     assert metrics.refusals.labels("webhook.signature.invalid")._value.get() == 2
     assert metrics.deliveries.labels("refused")._value.get() == 11
 
@@ -179,7 +179,7 @@ async def test_apply_refusals(h: Harness, tmp_path: Path) -> None:
     assert await apply_hook(h, "orders", "  enabled: true", {}) in ("unchanged", "updated")
     stored = await h.fetchval("SELECT token_hash FROM webhooks")
     assert stored == hashlib.sha256(TOKEN.encode()).hexdigest()
-    assert (await h.engine.delete("Webhook", "default", "orders")).found
+    assert (await h.engine.manifests.delete("Webhook", "default", "orders")).found
     assert await h.fetchval("SELECT count(*) FROM webhooks") == 0
 
 

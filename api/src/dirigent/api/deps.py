@@ -19,10 +19,7 @@ from pydantic import BeforeValidator
 from dirigent.api.auth import Auth, Permission, Principal, StreamBudget
 from dirigent.api.problems import ApiProblem
 from dirigent.engine import Engine
-
-DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-ENTITY_NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-STEP_NAME = r"^[a-z][a-z0-9_]*$"
+from dirigent.sdk import ENTITY_NAME_PATTERN, NAMESPACE_PATTERN, STEP_NAME_PATTERN
 
 _bearer = HTTPBearer(auto_error=False, description="A Kubernetes token, or the dev token.")
 
@@ -115,10 +112,10 @@ CanGetSystem = Annotated[Principal, Depends(allowed("get", "system"))]
 CanBackfillPipelines = Annotated[Principal, Depends(allowed("create", "pipelines", "backfill"))]
 
 Namespace = Annotated[
-    str, Path(min_length=1, max_length=63, pattern=DNS_LABEL, description="A namespace.")
+    str, Path(min_length=1, max_length=63, pattern=NAMESPACE_PATTERN, description="A namespace.")
 ]
 PipelineName = Annotated[
-    str, Path(min_length=1, max_length=63, pattern=ENTITY_NAME, description="A pipeline.")
+    str, Path(min_length=1, max_length=63, pattern=ENTITY_NAME_PATTERN, description="A pipeline.")
 ]
 RunId = Annotated[int, Path(ge=1, le=2**63 - 1, description="A run's id.")]
 ArtifactId = Annotated[int, Path(ge=1, le=2**63 - 1, description="An artifact's id.")]
@@ -128,7 +125,7 @@ After = Annotated[
     Query(max_length=512, description="The `next` of the previous page; opaque."),
 ]
 StepQuery = Annotated[
-    str | None, Query(max_length=63, pattern=STEP_NAME, description="Only this step.")
+    str | None, Query(max_length=63, pattern=STEP_NAME_PATTERN, description="Only this step.")
 ]
 IdempotencyKey = Annotated[
     str | None,

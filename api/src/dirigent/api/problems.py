@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from dirigent.api.models import PROBLEM_JSON, ProblemDocument
-from dirigent.engine.problems import EngineUnavailable, Problem, ProblemsError, location
+from dirigent.engine.shapes.problems import EngineUnavailable, Problem, ProblemsError, location
 
 log = structlog.get_logger("dirigent.api")
 T = TypeVar("T")

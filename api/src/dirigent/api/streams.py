@@ -8,7 +8,7 @@ position after it in *both* sources; a client that reconnects with ``Last-Event-
 exactly there, so across a reconnect nothing is lost and nothing is repeated. Without one the
 stream starts at the run's beginning, so a late joiner reads the same story.
 
-The stream ends with an ``end`` frame once the run has settled and everything up to its last
+The stream ends with an ``end`` frame once the run has finished and everything up to its last
 event and its last log line has been sent, or with ``expired`` when the server's stream
 lifetime runs out first (reopen from the last id; it is not the end of the story). Each
 cycle's frames are ordered by time, a transition ahead of a log line written at the same
@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from dirigent.api.feeds import Entry, Position, RunFeeds
-from dirigent.engine.views import encode_cursor
+from dirigent.engine.shapes.views import encode_cursor
 
 __all__ = ["Position", "RunFeeds", "StreamSettings", "follow_logs", "frame", "run_events"]
 
@@ -59,7 +59,7 @@ async def follow_logs(
     feeds: RunFeeds, namespace: str, run_id: int, after: int, settings: StreamSettings
 ) -> AsyncGenerator[bytes, None]:
     """``$logs?follow=sse``: every line after log ``after`` as it is written (ids are log
-    cursors), ``end`` once the run settled and its last line went out; from the shared feed."""
+    cursors), ``end`` once the run finished and its last line went out; from the shared feed."""
     start = Position(log=after)
     async for chunk in _follow(feeds, namespace, run_id, start, settings, logs_only=True):
         yield chunk

@@ -120,7 +120,7 @@ async def _serve(settings: EngineSettings, stop: asyncio.Event, options: _Option
             stream_settings=options.streams,
         )
         server = ApiServer(app, host=options.host, port=options.port)
-        clock = engine.scheduler() if options.scheduler else None
+        clock = engine.triggers.scheduler() if options.scheduler else None
         ticking = asyncio.create_task(clock.run()) if clock is not None else None
         try:
             await server.start()

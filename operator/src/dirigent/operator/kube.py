@@ -20,7 +20,7 @@ import structlog
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from dirigent.engine.manifests.base import API_GROUP
+from dirigent.engine.shapes.manifests.base import API_GROUP
 
 from .conditions import now
 

@@ -22,12 +22,12 @@ from typing import Any
 
 import kopf
 
-from dirigent.engine.manifests.base import API_GROUP
+from dirigent.engine.shapes.manifests.base import API_GROUP
 
 from .admission import judge, spec_changed
 from .bodies import problem_text
 from .connections import delete_connection, reconcile_connection, secret_references
-from .context import Context, Outcome
+from .context import Context, Reconciled
 from .health import keep_checking
 from .kube import VERSION, ObjectRef
 from .pipelines import (
@@ -41,7 +41,7 @@ from .triggers import delete_trigger, reconcile_trigger
 
 __all__ = ["build_registry"]
 
-Reconcile = Callable[[Context, Mapping[str, Any]], Awaitable[Outcome]]
+Reconcile = Callable[[Context, Mapping[str, Any]], Awaitable[Reconciled]]
 KIND_PLURALS = {
     "Pipeline": "pipelines",
     "Schedule": "schedules",
@@ -60,7 +60,7 @@ def _ready(body: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def _write(patch: Any, outcome: Outcome) -> None:
+def _write(patch: Any, outcome: Reconciled) -> None:
     for key, value in outcome.status.items():
         patch.status[key] = value
     for key, value in (outcome.annotations or {}).items():

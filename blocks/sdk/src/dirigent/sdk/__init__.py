@@ -37,6 +37,7 @@ from dirigent.sdk.messages import Message
 from dirigent.sdk.names import (
     BLOCK_ID_PATTERN,
     ENTITY_NAME_PATTERN,
+    NAMESPACE_PATTERN,
     STEP_NAME_PATTERN,
     BlockId,
     EntityName,
@@ -68,6 +69,7 @@ __all__ = [
     "BLOCK_ID_PATTERN",
     "ENTITY_NAME_PATTERN",
     "ENTRY_POINT_GROUP",
+    "NAMESPACE_PATTERN",
     "STEP_NAME_PATTERN",
     "ArtifactInfo",
     "BlockFailure",

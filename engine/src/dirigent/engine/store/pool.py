@@ -14,7 +14,7 @@ from typing import Any, TypeAlias, TypeVar
 
 import asyncpg
 
-from dirigent.engine.problems import EngineUnavailable
+from dirigent.engine.shapes.problems import EngineUnavailable
 
 T = TypeVar("T")
 # What store functions take; callers above the store name the type, never use it.
