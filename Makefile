@@ -26,7 +26,8 @@ cluster-down:
 
 .PHONY: test lint unit dev
 
-# Static checks: lint, format, types, layers, generated artifacts.
+# Static checks: lint, format, types, layers, generated artifacts (CRDs, block reference,
+# packaging files, docs/openapi.json and the route table in docs/api.md), doc paths.
 lint:
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
@@ -36,6 +37,7 @@ lint:
 	$(UV) run dirigent blocks docs --check
 	$(UV) run python -m hack.ship --check
 	$(UV) run dirigent openapi --check
+	$(UV) run pytest -q tests/unit/test_doc_paths.py
 
 # Unit and integration tests (real embedded PostgreSQL).
 unit:

@@ -2,7 +2,7 @@
 
 Given a real API server, the ClusterRoles of config/rbac and a ``dirigent api
 --auth cluster`` process (its own credentials: the cluster's admin kubeconfig, standing in
-for a service account bound to dirigent-api-server): a service account bound to the viewer
+for a service account bound to dirigent-api): a service account bound to the viewer
 role lists but may not run; one bound to the editor role applies and runs; one with no role
 gets a 403 Problem; a token the cluster does not know gets a 401 Problem.
 """

@@ -1,4 +1,4 @@
-"""No function in our packages runs past 80 lines (HOUSE_STYLE: functions under ~80 lines).
+"""No function in our packages runs past 80 lines (docs/house-style.md: functions under 80).
 
 A long function is split into named steps. The few still over the line are listed below
 with the issue that owns them, so the list only shrinks: remove an entry when its function

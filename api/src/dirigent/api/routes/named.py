@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Path
 from pydantic import BaseModel
 
 from dirigent.api.deps import After, EngineDep, Limit, Namespace, allowed
@@ -50,7 +50,7 @@ def add_named_reads(
         operation_id=f"list{kind.capitalize()}s",
         summary=list_summary,
         response_model=Page[model],  # type: ignore[valid-type]
-        dependencies=[Depends(allowed("list", plural))],
+        dependencies=[allowed("list", plural)],
         name=f"list_{plural}",
     )
     async def listing(
@@ -63,7 +63,7 @@ def add_named_reads(
         operation_id=f"get{kind.capitalize()}",
         summary=get_summary,
         response_model=model,
-        dependencies=[Depends(allowed("get", plural))],
+        dependencies=[allowed("get", plural)],
         name=f"get_{kind}",
     )
     async def get(engine: EngineDep, namespace: Namespace, name: Name) -> Any:
