@@ -59,8 +59,7 @@ import client_floor
 import cpu
 from workers import PAIR, apply, door, start_workers, stop_workers, wait_registered
 
-from dirigent.engine import RunRequest
-from dirigent.engine import Engine, RunCreated
+from dirigent.engine import Engine, RunCreated, RunRequest
 from dirigent.engine.infrastructure.embedded import EmbeddedPostgres, binaries_dir
 from dirigent.engine.store.pool import create_pool
 from dirigent.engine.store.schema.database import create_database, drop_database, upgrade_async

@@ -7,6 +7,9 @@ nowhere, and nothing else notices. Two kinds of mention are checked:
   segment is a folder at the top of the repository (`engine/src/...`, `hack/ship/rbac.py`,
   `.ci/run`), read from the repository's root. A word inside a longer code span counts too
   (`uv run python bench/api.py`);
+- a word in backticks that starts with one of the engine's layer folders (`store/`,
+  `runtime/`, `door/`, `rules/`, `shapes/`, `infrastructure/`): docs/engine.md and its
+  neighbours name engine modules relative to the engine package, read from there;
 - a relative link target (`[x](security.md)`, `(../charts/dirigent/README.md#values)`),
   read from the linking file's folder, as Markdown does.
 
@@ -29,6 +32,8 @@ _LINK = re.compile(r"\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")
 _PLACEHOLDER = re.compile(r"[<>{}*?\[\]$]|\.\.\.|…")
 _SUFFIX = re.compile(r"(::\S*|:\d+(-\d+)?|#.*)$")
 _TRIM = "\"'(),.;:!"
+ENGINE = Path("engine/src/dirigent/engine")
+_LAYERS = ("store", "runtime", "door", "rules", "shapes", "infrastructure")
 
 
 @dataclass(frozen=True, order=True)
@@ -69,8 +74,13 @@ def mentions(doc: Path, root: Path = ROOT) -> list[Mention]:
         for span in _CODE_SPAN.finditer(line):
             for word in span.group(2).split():
                 named = _clean(word)
-                if named and "/" in named and named.split("/", 1)[0] in folders:
+                if not named or "/" not in named:
+                    continue
+                first = named.split("/", 1)[0]
+                if first in folders:
                     found.append(Mention(rel, number, named, root / named))
+                elif first in _LAYERS:
+                    found.append(Mention(rel, number, named, root / ENGINE / named))
         for link in _LINK.finditer(_CODE_SPAN.sub("", line)):
             named = _clean(link.group(1))
             if named:
