@@ -13,7 +13,7 @@ from typing import Any
 
 from dirigent.engine.door.intake import HookAnswer, WebhookIntake
 from dirigent.engine.door.paging import checked_limit, page_of
-from dirigent.engine.door.parts import Parts
+from dirigent.engine.door.parts import Parts, answerable
 from dirigent.engine.infrastructure.trigger_metrics import SchedulerMetrics, WebhookMetrics
 from dirigent.engine.runtime.scheduling import Scheduler, SchedulerConfig
 from dirigent.engine.shapes.views import (
@@ -76,7 +76,8 @@ class Triggers:
                 metrics=WebhookMetrics(self._p.registry),
                 runs=self._p.run_metrics,
             )
-        return await self._intake.receive(token, headers, body)
+        with answerable():
+            return await self._intake.receive(token, headers, body)
 
     async def backfill(
         self, namespace: str, pipeline: str, request: BackfillRequest

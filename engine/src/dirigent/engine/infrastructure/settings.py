@@ -139,6 +139,8 @@ class EngineSettings(BaseSettings):
     scheduler_misfire_grace: Span = dt.timedelta(minutes=5)
     scheduler_tick: Seconds = Field(default=1.0, gt=0)
     webhook_max_body: Bytes = Field(default=1024 * 1024, ge=1)
+    # Every other request body (apply, run, backfill, ...): refused with 413 past this.
+    api_max_body: Bytes = Field(default=4 * 1024 * 1024, ge=1)
     notification_max_attempts: int = Field(default=5, ge=1)
     notification_backoff: Span = dt.timedelta(seconds=10)
     report_max_size: Bytes = Field(default=256 * 1024, ge=1)
