@@ -5,9 +5,11 @@ in constant time; an unknown token and a disabled webhook answer identically (th
 no oracle); the per-token rate limit is checked before a byte of the body is read; the body
 is capped (by its declared length, then while streaming); an HMAC-SHA256 over the raw bytes
 is checked when the webhook holds a secret; the payload is mapped onto parameters, which the
-run's creation validates against the pipeline's schema. Every delivery is recorded, refusals
-included; an accepted one is recorded in the transaction that creates its run. Nothing else
-executes in the request path.
+run's creation validates against the pipeline's schema. Every delivery to a known webhook is
+recorded, refusals included; an accepted one is recorded in the transaction that creates its
+run. Deliveries to unknown tokens are counted (``refusals{reason="webhook.not_found"}``) and
+only sampled as rows, one per ``StrangerSample.every`` seconds per process, so a stranger
+cannot grow the table by posting. Nothing else executes in the request path.
 """
 
 from __future__ import annotations
@@ -81,6 +83,23 @@ class RateLimiter:
         return (1.0 - bucket.tokens) / rate
 
 
+@dataclass
+class StrangerSample:
+    """Keeps one unknown-token delivery as a row every ``every`` seconds (for a person
+    debugging a misconfigured sender); the rest are only counted."""
+
+    every: float = 10.0
+    clock: Any = time.monotonic
+    _last: float | None = None
+
+    def take(self) -> bool:
+        now = self.clock()
+        if self._last is not None and now - self._last < self.every:
+            return False
+        self._last = now
+        return True
+
+
 class _Refused(Exception):
     def __init__(
         self,
@@ -115,6 +134,7 @@ class WebhookIntake:
         self.metrics = metrics or WebhookMetrics()
         self.runs = runs or RunMetrics()
         self.limiter = RateLimiter()
+        self.strangers = StrangerSample()
 
     async def receive(
         self, token: str, headers: Mapping[str, str], body: AsyncIterator[bytes]
@@ -222,6 +242,9 @@ class WebhookIntake:
         return params
 
     async def _refuse(self, owner: int | None, answer: HookAnswer, size: int | None) -> None:
+        self._count(answer.code or "webhook.refused")
+        if owner is None and not self.strangers.take():
+            return
         delivery = Delivery(
             owner,
             answer.status_code,
@@ -230,7 +253,6 @@ class WebhookIntake:
             size,
         )
         await self.db.transaction(lambda c: webhooks.record(c, delivery))
-        self._count(answer.code or "webhook.refused")
 
     def _count(self, reason: str) -> None:
         self.metrics.deliveries.labels("refused").inc()
