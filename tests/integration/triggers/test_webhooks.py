@@ -295,3 +295,39 @@ async def test_retention_prunes_old_deliveries(
     swept = await h.worker(retention_logs=dt.timedelta(days=7)).sweep()
     assert swept["deliveries_pruned"] == 1
     assert await h.fetchval("SELECT count(*) FROM webhook_deliveries") == 2
+
+
+async def test_a_signature_tolerance_refuses_replays(
+    h: Harness, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    import time
+
+    extra = "  hmacSecretRef: {name: orders-hmac, key: hmac}\n  signatureTolerance: 1m"
+    await setup(h, tmp_path, extra=extra)
+    body = json.dumps({"order": {"id": 5}}).encode()
+
+    async def post(stamp: str | None, signed: bytes) -> httpx.Response:
+        headers = {"X-Dirigent-Signature": sign(signed)}
+        if stamp is not None:
+            headers["X-Dirigent-Timestamp"] = stamp
+        return await client.post(f"/hooks/{TOKEN}", content=body, headers=headers)
+
+    now = str(int(time.time()))
+    stale = str(int(time.time()) - 600)
+    missing = await post(None, body)
+    assert (missing.status_code, missing.json()["code"]) == (401, "webhook.timestamp.missing")
+    replayed = await post(stale, stale.encode() + b"." + body)
+    assert (replayed.status_code, replayed.json()["code"]) == (401, "webhook.timestamp.stale")
+    body_only = await post(now, body)  # the timestamp must be under the signature
+    assert (body_only.status_code, body_only.json()["code"]) == (401, "webhook.signature.invalid")
+    fresh = await post(now, now.encode() + b"." + body)
+    assert fresh.status_code == 202, fresh.text
+
+
+async def test_a_tolerance_without_a_secret_is_refused_at_apply(h: Harness) -> None:
+    from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
+
+    docs, _ = read_text(WEBHOOK.format(name="loose", extra="  signatureTolerance: 5m"))
+    manifest, problems = parse_manifest(docs[0].data)
+    assert manifest is None
+    assert [p.code for p in problems] == ["webhook.tolerance.without_hmac"], problems

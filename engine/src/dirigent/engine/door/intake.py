@@ -35,6 +35,7 @@ from dirigent.engine.store.transactions.schedules import CreateRun
 from dirigent.engine.store.transactions.webhooks import Delivery, Hook
 
 SIGNATURE_HEADER = "x-dirigent-signature"
+TIMESTAMP_HEADER = "x-dirigent-timestamp"
 NOT_FOUND = "no webhook answers at this address"
 
 
@@ -135,6 +136,7 @@ class WebhookIntake:
         self.runs = runs or RunMetrics()
         self.limiter = RateLimiter()
         self.strangers = StrangerSample()
+        self.clock: Any = time.time  # wall clock: the sender's timestamps are Unix time
 
     async def receive(
         self, token: str, headers: Mapping[str, str], body: AsyncIterator[bytes]
@@ -212,6 +214,7 @@ class WebhookIntake:
                 "webhook.signature.missing",
                 "this webhook requires X-Dirigent-Signature: an HMAC-SHA256 of the raw body",
             )
+        signed = self._signed(hook, headers, raw)
         assert self.sealer is not None, "a sealed HMAC secret needs DIRIGENT_SECRET_KEY"
         secret = self.sealer.open(
             hook.hmac_secret,
@@ -219,7 +222,7 @@ class WebhookIntake:
             connection=f"webhook/{hook.name}",
             field="hmac",
         )
-        expected = hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest()
+        expected = hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
         signature = given.strip().removeprefix("sha256=").lower()
         if not hmac.compare_digest(expected.encode(), signature.encode("utf-8", "replace")):
             raise _Refused(
@@ -227,6 +230,30 @@ class WebhookIntake:
                 "webhook.signature.invalid",
                 "X-Dirigent-Signature does not match the body (HMAC-SHA256, hex, 'sha256=' optional)",
             )
+
+    def _signed(self, hook: Hook, headers: Mapping[str, str], raw: bytes) -> bytes:
+        """What the signature covers: the raw body, or ``<timestamp>.<body>`` when the webhook
+        bounds replays (``signatureTolerance``) and the timestamp is fresh."""
+        tolerance = hook.spec.signature_tolerance
+        if tolerance is None:
+            return raw
+        stamp = headers.get(TIMESTAMP_HEADER, "").strip()
+        if not stamp.isdigit():
+            raise _Refused(
+                401,
+                "webhook.timestamp.missing",
+                "this webhook requires X-Dirigent-Timestamp (Unix seconds) and an HMAC over "
+                "'<timestamp>.<body>'",
+            )
+        skew = abs(self.clock() - int(stamp))
+        if skew > tolerance.total_seconds():
+            raise _Refused(
+                401,
+                "webhook.timestamp.stale",
+                f"X-Dirigent-Timestamp is {int(skew)}s from the server's clock; this webhook "
+                f"accepts {tolerance} (a replayed or delayed delivery)",
+            )
+        return stamp.encode() + b"." + raw
 
     def _params(self, hook: Hook, raw: bytes) -> dict[str, Any]:
         try:
