@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -20,10 +21,13 @@ from dirigent.storage.s3.store import S3Store
 from e2e.harness.s3 import S3Endpoint, ensure_weed, uses_s3
 from e2e.harness.s3 import s3_server as s3_server  # the real S3 server, a session fixture
 
+HERE = Path(__file__).parent
+
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if uses_s3(session):
-        ensure_weed()  # a cold build takes minutes: before any test's timeout starts
+    # A cold build takes minutes: here, before any test's timeout starts.
+    if uses_s3(session) or any(HERE in Path(str(item.path)).parents for item in session.items):
+        ensure_weed()
 
 
 @pytest.fixture(scope="session", autouse=True)
