@@ -197,5 +197,8 @@ def admin_token(kubectl: Any, namespace: str, name: str = "dirigent-demo") -> st
         "create", "clusterrolebinding", f"{namespace}-{name}", "--clusterrole=cluster-admin",
         f"--serviceaccount={namespace}:{name}",
     )  # fmt: skip
-    token: str = kubectl.run("create", "token", name, "-n", namespace, "--duration=24h").stdout
+    # The API accepts tokens minted for its audience only (DIRIGENT_API_TOKEN_AUDIENCES).
+    token: str = kubectl.run(
+        "create", "token", name, "-n", namespace, "--duration=24h", "--audience=dirigent"
+    ).stdout
     return token.strip()

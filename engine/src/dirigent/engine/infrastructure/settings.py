@@ -141,6 +141,9 @@ class EngineSettings(BaseSettings):
     webhook_max_body: Bytes = Field(default=1024 * 1024, ge=1)
     # Every other request body (apply, run, backfill, ...): refused with 413 past this.
     api_max_body: Bytes = Field(default=4 * 1024 * 1024, ge=1)
+    # Tokens the REST API accepts must be minted for one of these (TokenReview audiences):
+    # `kubectl create token NAME --audience dirigent`. Empty accepts any audience.
+    api_token_audiences: CsvList = Field(default_factory=lambda: ["dirigent"])
     notification_max_attempts: int = Field(default=5, ge=1)
     notification_backoff: Span = dt.timedelta(seconds=10)
     report_max_size: Bytes = Field(default=256 * 1024, ge=1)
