@@ -70,6 +70,21 @@ class ObjectRef:
         }
 
 
+
+@dataclass(frozen=True)
+class FoundSecret:
+    data: dict[str, str]  # the keys whose values are UTF-8 text
+    binary: frozenset[str]  # keys whose values are not text
+    owner_uids: frozenset[str]
+
+    def missing(self, key: str) -> str | None:
+        """Why ``key`` cannot be used, or None when it can."""
+        if key in self.binary:
+            return f"key {key} is not UTF-8 text"
+        if key not in self.data:
+            return f"has no key {key}"
+        return None
+
 class Kube:
     """Async wrappers over the blocking client; one per process."""
 
@@ -82,16 +97,30 @@ class Kube:
     def close(self) -> None:
         self.api.close()
 
-    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
-        """A Secret's data, decoded; None when there is no such Secret."""
+    async def secret(self, namespace: str, name: str) -> FoundSecret | None:
+        """A Secret's text values, the keys that hold binary, and who owns it; None when
+        there is no such Secret. A value that is not UTF-8 is never decoded (a key holding
+        a certificate bundle beside the one we read must not break every reconcile)."""
         try:
             secret = await asyncio.to_thread(self.core.read_namespaced_secret, name, namespace)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
-        data = secret.data or {}
-        return {k: base64.b64decode(v).decode() for k, v in data.items()}
+        text: dict[str, str] = {}
+        binary: set[str] = set()
+        for key, value in (secret.data or {}).items():
+            try:
+                text[key] = base64.b64decode(value).decode()
+            except (UnicodeDecodeError, ValueError):
+                binary.add(key)
+        owners = frozenset(o.uid for o in (secret.metadata.owner_references or []))
+        return FoundSecret(text, frozenset(binary), owners)
+
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A Secret's text values; None when there is no such Secret."""
+        found = await self.secret(namespace, name)
+        return None if found is None else found.data
 
     async def create_secret(
         self, namespace: str, name: str, data: Mapping[str, str], owner: ObjectRef
