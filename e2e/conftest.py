@@ -132,8 +132,9 @@ def real_node(cluster: Cluster) -> Iterator[RealNode]:
     """A real node (containerd + kubelet) joined to the session's cluster; opt-in.
 
     Requesting it starts the node once for the whole session. Pods reach it only with
-    ``e2e.harness.realnode.placement()`` merged into their spec (label, toleration, host
-    network) and images from ``e2e.harness.images`` with ``imagePullPolicy: Never``.
+    ``e2e.harness.realnode.placement()`` merged into their spec (label, toleration) and
+    images from ``e2e.harness.images`` with ``imagePullPolicy: Never``; each gets its own
+    address on the node's pod network (Services and NetworkPolicies work).
     """
     if cluster.pki_dir is None:
         pytest.fail(
