@@ -289,6 +289,11 @@ async def execute_attempt(
         raise
     except Exception as err:
         return _classified(call, err)
+    except BaseException as err:
+        # A block's BaseException ends its attempt, never the worker: left to propagate, it
+        # took the worker down and the attempt went back to the queue to take the next
+        # worker down too.
+        return _crashed(call, err)
 
 
 def _configure(
@@ -383,6 +388,23 @@ async def _call_block(call: _Call) -> Outcome | Parking:
     if call.a.handle is not None:
         return await _probe(call, block)
     return await _submit(call, block)
+
+
+CRASHED = "crashed"  # the error class of an attempt whose block raised a BaseException
+
+
+def _crashed(call: _Call, err: BaseException) -> Outcome:
+    """A failed outcome, never retried by the policy (only transient and unknown are)."""
+    call.ctx.log.error(
+        f"the block raised {type(err).__name__}; the attempt fails, the worker goes on"
+    )
+    return call.fail(
+        CRASHED,
+        "engine.block.crashed",
+        f"the block raised {type(err).__name__} ({err!s:.200}), which ends a process, not a "
+        "step: the attempt failed and the worker went on (raise an Exception instead)",
+        timed=True,
+    )
 
 
 def _classified(call: _Call, err: Exception) -> Outcome:
