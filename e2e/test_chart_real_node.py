@@ -175,7 +175,7 @@ def _a_pipeline_runs_a_real_container(
     assert state == "succeeded", state
 
     engine = EngineClient(postgres.url, key)
-    [attempt] = engine.runs.attempts(namespace, run_id, "greet")
+    [attempt] = engine.attempts(namespace, run_id, "greet")
     assert attempt.output["exit_code"] == 0
     assert attempt.output["log_tail"].startswith("hello from 3.11")
     assert attempt.output["log_tail"].endswith(f"{nonce}\n")
@@ -208,7 +208,7 @@ def _uninstall_keeps_crds_and_history(install: Install, engine: EngineClient, ru
         kept = kubectl.json("get", "crd", crd)
         assert kept["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     assert kubectl.json("get", "pipeline", "hello-container", "-n", namespace)
-    assert engine.runs.get(namespace, run_id).status == "succeeded"  # the history is kept
+    assert engine.run(namespace, run_id).status == "succeeded"  # the history is kept
 
 
 def _clean_up(install: Install) -> None:

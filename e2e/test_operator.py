@@ -55,7 +55,7 @@ def wait_run(
     found: list[Any] = []
 
     def finished() -> bool:
-        run = engine.runs.get(namespace, run_id)
+        run = engine.run(namespace, run_id)
         found[:] = [run]
         return run is not None and run.status in states
 
