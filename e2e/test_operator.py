@@ -11,6 +11,7 @@ import contextlib
 import copy
 import hashlib
 import http.server
+import json
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -419,8 +420,14 @@ def test_a_standby_operator_takes_over_when_the_leader_dies(
             timeout=30,
             process=standby,
         )
+        # A standby answers its probes (a real kubelet would kill one that does not)
+        ready_url = f"http://127.0.0.1:{operator.metrics_ports[standby.name]}/readyz"
+        with urllib.request.urlopen(ready_url, timeout=5) as resp:
+            assert json.loads(resp.read()) == {"role": "standby"}
         operator.kill(leader)
         operator.wait_leading(standby)
+        with urllib.request.urlopen(ready_url, timeout=5) as resp:
+            assert json.loads(resp.read()) == {"role": "leader", "feedback": "running"}
 
         then = (
             given.objects(pipeline("after-takeover", {"a": {"block": "core.noop"}}))
