@@ -133,6 +133,41 @@ def _a_second_api_replica_runs_beside_the_first(install: Install) -> None:
     kubectl.run("rollout", "status", "deployment", deployment, "-n", namespace, "--timeout=120s")
 
 
+def _two_of_each_are_ready_and_the_leader_hands_over(install: Install, values: Path) -> None:
+    """Two operators, two APIs, two workers, all Ready by their real probes (a standby
+    operator that opened no port was killed by its liveness probe); a ``helm upgrade`` of a
+    changed value completes (it never did: maxUnavailable 0 waited on a standby that never
+    became Ready); deleting the leader's pod hands the Lease over within 30 s."""
+    kubectl, namespace = install.kubectl, install.namespace
+    upgraded = install.helm.run(
+        "upgrade", install.release, str(CHART), "-n", namespace, "-f", str(values),
+        "--set", "operator.replicas=2", "--set", "api.replicas=2", "--set", "worker.replicas=2",
+        "--set", "settings.stuckRun=2h", "--wait", "--timeout", "300s", check=False,
+    )  # fmt: skip
+    assert upgraded.returncode == 0, upgraded.stderr + _pod_logs(kubectl, namespace)
+    for component in ("operator", "api", "worker"):
+        pods = [p for p in _pods(kubectl, namespace, component) if p["status"].get("podIP")]
+        ready = [p for p in pods if all(c["ready"] for c in p["status"]["containerStatuses"])]
+        assert len(ready) == 2, (component, [p["status"] for p in pods])
+
+    def holder() -> str:
+        lease = kubectl.json("get", "lease", "dirigent-operator", "-n", namespace)
+        return str(lease["spec"].get("holderIdentity") or "")
+
+    leader = holder()
+    [leader_pod] = [p for p in _pods(kubectl, namespace, "operator")
+                    if leader.startswith(p["metadata"]["name"])]  # fmt: skip
+    others = {p["metadata"]["name"] for p in _pods(kubectl, namespace, "operator")} - {
+        leader_pod["metadata"]["name"]
+    }
+    kubectl.run("delete", "pod", leader_pod["metadata"]["name"], "-n", namespace, "--wait=false")
+    wait_until(
+        lambda: any(holder().startswith(name) for name in others),
+        what="the standby operator holding the Lease",
+        timeout=30,
+    )
+
+
 def _helm_test_passes(install: Install) -> None:
     """``helm test`` runs the chart's test hook Pod for real: it asks the API for
     /health/ready, exits 0, and helm reports it Succeeded (then its hook-delete-policy
@@ -249,6 +284,7 @@ def test_helm_install_runs_dirigent_and_a_real_container(
         _helm_install(install, values)
         _the_processes_are_real_containers(install, real_node)
         _a_second_api_replica_runs_beside_the_first(install)
+        _two_of_each_are_ready_and_the_leader_hands_over(install, values)
         _helm_test_passes(install)
         engine, run_id = _a_pipeline_runs_a_real_container(
             install, postgres, key, real_node.node_name
