@@ -65,6 +65,7 @@ _SETTING_DOCS: dict[str, str] = {
     "scheduler_misfire_grace": "A slot missed by less than this still fires late; older "
     "ones follow the schedule's misfire policy.",
     "scheduler_tick": "How often the scheduler looks for due slots.",
+    "scheduler_catch_up": "Slots one schedule may owe after an outage before the rest count as a misfire (fired once, from now).",
     "webhook_max_body": "Largest webhook request body accepted (bytes, or 1mb).",
     "api_max_body": "Largest request body the REST API accepts (bytes, or 4mb); larger is 413.",
     "api_token_audiences": "Audiences a bearer token for the REST API must be minted for (kubectl create token NAME --audience dirigent); empty accepts any.",

@@ -49,7 +49,9 @@ class Triggers:
         """The scheduler on this engine's pool; it leads only while it holds the lock."""
         settings = self._p.settings
         config = SchedulerConfig(
-            tick=settings.scheduler_tick, grace=settings.scheduler_misfire_grace
+            tick=settings.scheduler_tick,
+            grace=settings.scheduler_misfire_grace,
+            catch_up=settings.scheduler_catch_up,
         )
         config = dataclasses.replace(config, **overrides)
         if self._scheduler_metrics is None:  # one set of collectors per registry
