@@ -17,6 +17,7 @@ EXPECTED = {
     "BLOCK_ID_PATTERN",
     "ENTITY_NAME_PATTERN",
     "ENTRY_POINT_GROUP",
+    "REDACTED",
     "STEP_NAME_PATTERN",
     "ArtifactInfo",
     "BlockFailure",
@@ -63,8 +64,12 @@ EXPECTED = {
     "is_entity_name",
     "is_step_name",
     "json_safe",
+    "redact",
+    "redact_json",
     "secret_fields",
+    "secret_values",
     "step_name_problem",
+    "validation_summary",
 }
 
 

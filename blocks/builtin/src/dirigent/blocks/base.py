@@ -4,6 +4,9 @@ Why: a typo in a document must be refused at apply, not ignored, so every config
 model forbids extra fields (``additionalProperties: false`` in the published schema).
 Config fields are written camelCase in documents (``verifyTls``, like every manifest field)
 and snake_case in Python; outputs keep snake_case, the form ``${steps.x.output.y}`` reads.
+A connection kind's model also hides its input from its errors: pydantic quotes the value it
+refused (an opened secret, or the whole dict for a model-level check), and that text ends up
+in attempt errors, logs and Events.
 """
 
 from __future__ import annotations
@@ -11,13 +14,19 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-__all__ = ["Config", "Output", "has_reference", "tail"]
+__all__ = ["Config", "ConnectionConfig", "Output", "has_reference", "tail"]
 
 
 class Config(BaseModel):
     """A block's or a connection kind's config: camelCase in documents, no unknown fields."""
 
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+class ConnectionConfig(Config):
+    """A connection kind's settings: like ``Config``, and its errors never quote its input."""
+
+    model_config = ConfigDict(hide_input_in_errors=True)
 
 
 class Output(BaseModel):

@@ -5,25 +5,36 @@ a pipeline names a connection and never carries them. ``SecretStr`` fields are s
 a cluster they come from ``secretKeyRef``s, are sealed at rest, and are opened only on the
 worker path. Each kind's ``check`` reaches the system and changes nothing: a GET, an SMTP
 NOOP, a ``SELECT 1``, the API server's ``/version``.
+
+No secret leaves through a check: its message is text the operator writes into a
+Connection's status and Events, so every kind's check goes through ``CheckedKind.check``,
+which turns anything the check raises into a report and redacts the connection's secret
+values (and the forms they are sent in) from the message. The models hide their input from
+validation errors (``ConnectionConfig``) for the same reason.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import json
+import re
 import smtplib
 import ssl
 import time
-from typing import Any, ClassVar, Literal
+from abc import abstractmethod
+from collections.abc import Iterable
+from typing import Any, ClassVar, Literal, TypeVar
+from urllib.parse import unquote, urlsplit
 
 import httpx
 import yaml
 from pydantic import BaseModel, Field, SecretStr, model_validator
 
-from dirigent.blocks.base import Config
-from dirigent.sdk import ConnectionKind, Duration, HealthReport
+from dirigent.blocks.base import ConnectionConfig
+from dirigent.sdk import ConnectionKind, Duration, HealthReport, redact, secret_values
 
 __all__ = [
     "HttpConnection",
@@ -41,8 +52,33 @@ __all__ = [
     "smtp_session",
 ]
 
+C = TypeVar("C", bound=ConnectionConfig)
 
-class HttpConnection(Config):
+
+class CheckedKind(ConnectionKind[C]):
+    """A kind whose check never raises and never says a secret: subclasses write ``reach``."""
+
+    async def check(self, config: C) -> HealthReport:
+        secrets = self.secrets(config)
+        try:
+            report = await self.reach(config)
+        except Exception as err:  # a failed check is a report, never a traceback
+            message = f"the check failed: {type(err).__name__}: {err}"
+            return HealthReport(ok=False, message=redact(message, secrets))
+        if report.message is None:
+            return report
+        return report.model_copy(update={"message": redact(report.message, secrets)})
+
+    @abstractmethod
+    async def reach(self, config: C) -> HealthReport:
+        """Reach the system and report; may raise (``check`` turns it into a report)."""
+
+    def secrets(self, config: C) -> Iterable[str]:
+        """The values no message may carry: the config's secret fields, by default."""
+        return secret_values(config)
+
+
+class HttpConnection(ConnectionConfig):
     """An HTTP API: base URL, headers, auth (bearer token or basic), TLS, timeout."""
 
     url: str = Field(description="Base URL; a step's `path` is joined to it.")
@@ -65,16 +101,25 @@ class HttpConnection(Config):
             out["Authorization"] = f"Bearer {self.token.get_secret_value()}"
         return out
 
+    def sent_secrets(self) -> frozenset[str]:
+        """The secret values, and the forms they travel in: a server echoing a request back
+        echoes the basic credential base64-encoded, never the password alone."""
+        found = set(secret_values(self))
+        if self.username is not None and self.password is not None:
+            pair = f"{self.username}:{self.password.get_secret_value()}"
+            found.add(base64.b64encode(pair.encode()).decode())
+        return frozenset(found)
+
 
 async def _reach(
-    method: str, url: str, *, verify: bool, seconds: float, **kw: object
+    method: str, url: str, *, verify: bool, seconds: float, shown: str = "", **kw: object
 ) -> HealthReport:
     started = time.monotonic()
     try:
         async with httpx.AsyncClient(verify=verify, timeout=seconds) as client:
             response = await client.request(method, url, **kw)  # type: ignore[arg-type]
     except httpx.HTTPError as err:
-        return HealthReport(ok=False, message=f"{url} is unreachable: {err!r}")
+        return HealthReport(ok=False, message=f"{shown or url} is unreachable: {err!r}")
     latency = int((time.monotonic() - started) * 1000)
     ok = response.status_code < 500 and response.status_code not in (401, 403, 404, 410)
     return HealthReport(
@@ -85,12 +130,15 @@ async def _reach(
     )
 
 
-class HttpConnectionKind(ConnectionKind[HttpConnection]):
+class HttpConnectionKind(CheckedKind[HttpConnection]):
     id: ClassVar[str] = "http"
     summary: ClassVar[str] = "An HTTP API: base URL, headers, bearer or basic auth, TLS."
     config_model: ClassVar[type[BaseModel]] = HttpConnection
 
-    async def check(self, config: HttpConnection) -> HealthReport:
+    def secrets(self, config: HttpConnection) -> Iterable[str]:
+        return config.sent_secrets()
+
+    async def reach(self, config: HttpConnection) -> HealthReport:
         started = time.monotonic()
         try:
             async with httpx.AsyncClient(
@@ -110,7 +158,7 @@ class HttpConnectionKind(ConnectionKind[HttpConnection]):
         )
 
 
-class WebhookConnection(Config):
+class WebhookConnection(ConnectionConfig):
     """An outbound webhook receiver: URL, optional HMAC-SHA256 signing secret, headers."""
 
     url: str
@@ -121,12 +169,12 @@ class WebhookConnection(Config):
     timeout: Duration = Duration.of(seconds=30)
 
 
-class WebhookConnectionKind(ConnectionKind[WebhookConnection]):
+class WebhookConnectionKind(CheckedKind[WebhookConnection]):
     id: ClassVar[str] = "webhook"
     summary: ClassVar[str] = "A URL that accepts JSON POSTs, optionally HMAC-signed."
     config_model: ClassVar[type[BaseModel]] = WebhookConnection
 
-    async def check(self, config: WebhookConnection) -> HealthReport:
+    async def reach(self, config: WebhookConnection) -> HealthReport:
         # HEAD changes nothing; a receiver that only allows POST answers 405, still reachable.
         report = await _reach(
             "HEAD", config.url, verify=config.verify_tls, seconds=config.timeout.total_seconds()
@@ -136,32 +184,33 @@ class WebhookConnectionKind(ConnectionKind[WebhookConnection]):
         return report
 
 
-class SlackConnection(Config):
+class SlackConnection(ConnectionConfig):
     """A Slack incoming webhook (its URL is the credential)."""
 
     webhook_url: SecretStr
     timeout: Duration = Duration.of(seconds=30)
 
 
-class SlackConnectionKind(ConnectionKind[SlackConnection]):
+class SlackConnectionKind(CheckedKind[SlackConnection]):
     id: ClassVar[str] = "slack"
     summary: ClassVar[str] = "A Slack incoming webhook."
     config_model: ClassVar[type[BaseModel]] = SlackConnection
 
-    async def check(self, config: SlackConnection) -> HealthReport:
+    async def reach(self, config: SlackConnection) -> HealthReport:
         # An empty payload is refused with 400 (no text) without posting anything; a revoked
-        # hook answers 403/404/410.
+        # hook answers 403/404/410. The URL is the credential: the message never names it.
         report = await _reach(
             "POST",
             config.webhook_url.get_secret_value(),
             verify=True,
             seconds=config.timeout.total_seconds(),
+            shown="the Slack webhook",
             json={},
         )
         return report
 
 
-class SmtpConnection(Config):
+class SmtpConnection(ConnectionConfig):
     """An SMTP server for email: host, port, TLS mode, login, sender, default recipients."""
 
     host: str
@@ -198,12 +247,12 @@ def smtp_session(config: SmtpConnection) -> smtplib.SMTP:
     return session
 
 
-class SmtpConnectionKind(ConnectionKind[SmtpConnection]):
+class SmtpConnectionKind(CheckedKind[SmtpConnection]):
     id: ClassVar[str] = "smtp"
     summary: ClassVar[str] = "An SMTP server that sends email."
     config_model: ClassVar[type[BaseModel]] = SmtpConnection
 
-    async def check(self, config: SmtpConnection) -> HealthReport:
+    async def reach(self, config: SmtpConnection) -> HealthReport:
         def noop() -> int:
             session = smtp_session(config)
             try:
@@ -224,7 +273,7 @@ class SmtpConnectionKind(ConnectionKind[SmtpConnection]):
         )
 
 
-class KubernetesConnection(Config):
+class KubernetesConnection(ConnectionConfig):
     """A Kubernetes API server, reached one of three ways (give exactly one, or none for the
     default kubeconfig): ``inCluster``; a ``kubeconfig`` (its YAML text, a secret) or a
     ``kubeconfigPath``; or a ``server`` with a bearer ``token`` and the ``certificateAuthority``
@@ -264,8 +313,7 @@ class KubernetesConnection(Config):
         """The connection as a kubeconfig (from its text, or built from server and token);
         None when it names a file, the pod's account or nothing."""
         if self.kubeconfig is not None:
-            data: dict[str, Any] = yaml.safe_load(self.kubeconfig.get_secret_value())
-            return data
+            return _parse_kubeconfig(self.kubeconfig.get_secret_value())
         if self.server is None or self.token is None:
             return None
         cluster: dict[str, Any] = {"server": self.server}
@@ -280,6 +328,20 @@ class KubernetesConnection(Config):
             "contexts": [{"name": "ctx", "context": {"cluster": "cluster", "user": "user"}}],
             "current-context": "ctx",
         }
+
+    def secret_parts(self) -> frozenset[str]:
+        """The secret values, and each credential inside a kubeconfig text (a token, a key):
+        an error can quote one line of the text, never the whole of it."""
+        found = set(secret_values(self))
+        if self.kubeconfig is not None:
+            try:
+                data = _parse_kubeconfig(self.kubeconfig.get_secret_value())
+            except ValueError:
+                data = {}
+            for user in data.get("users") or []:
+                if isinstance(user, dict):
+                    found |= _strings(user.get("user"))
+        return frozenset(found)
 
     def identity(self) -> str:
         """A digest of everything that says how to reach the cluster (secrets included), so
@@ -298,14 +360,42 @@ class KubernetesConnection(Config):
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
-class KubernetesConnectionKind(ConnectionKind[KubernetesConnection]):
+def _parse_kubeconfig(text: str) -> dict[str, Any]:
+    """The kubeconfig's mapping. A YAML error is re-said with its line only: PyYAML's own
+    message quotes the text around the error, and that text holds the credentials."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise ValueError(f"'kubeconfig' is not valid YAML{where}") from None
+    if not isinstance(data, dict):
+        raise ValueError("'kubeconfig' is not a YAML mapping")
+    return data
+
+
+def _strings(value: object) -> set[str]:
+    """Every string in ``value`` (nested dicts and lists), for redaction."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return set().union(*(_strings(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_strings(v) for v in value)) if value else set()
+    return set()
+
+
+class KubernetesConnectionKind(CheckedKind[KubernetesConnection]):
     id: ClassVar[str] = "kubernetes"
     summary: ClassVar[str] = (
         "A Kubernetes API server: in-cluster, a kubeconfig, or a server with a token and CA."
     )
     config_model: ClassVar[type[BaseModel]] = KubernetesConnection
 
-    async def check(self, config: KubernetesConnection) -> HealthReport:
+    def secrets(self, config: KubernetesConnection) -> Iterable[str]:
+        return config.secret_parts()
+
+    async def reach(self, config: KubernetesConnection) -> HealthReport:
         from dirigent.blocks.kubernetes.client import KubeClient
 
         started = time.monotonic()
@@ -322,19 +412,32 @@ class KubernetesConnectionKind(ConnectionKind[KubernetesConnection]):
         )
 
 
-class PostgresConnection(Config):
+class PostgresConnection(ConnectionConfig):
     """A PostgreSQL database, by DSN."""
 
     dsn: SecretStr = Field(description="postgresql://user:password@host:port/database")
     timeout: Duration = Duration.of(seconds=10)
 
+    def secret_parts(self) -> frozenset[str]:
+        """The DSN, and the password inside it (a driver's error may quote either)."""
+        dsn = self.dsn.get_secret_value()
+        found = {dsn, *re.findall(r"password=([^\s&]+)", dsn)}
+        with contextlib.suppress(ValueError):
+            password = urlsplit(dsn).password
+            if password:
+                found |= {password, unquote(password)}
+        return frozenset(found)
 
-class PostgresConnectionKind(ConnectionKind[PostgresConnection]):
+
+class PostgresConnectionKind(CheckedKind[PostgresConnection]):
     id: ClassVar[str] = "postgres"
     summary: ClassVar[str] = "A PostgreSQL database."
     config_model: ClassVar[type[BaseModel]] = PostgresConnection
 
-    async def check(self, config: PostgresConnection) -> HealthReport:
+    def secrets(self, config: PostgresConnection) -> Iterable[str]:
+        return config.secret_parts()
+
+    async def reach(self, config: PostgresConnection) -> HealthReport:
         import asyncpg
 
         started = time.monotonic()

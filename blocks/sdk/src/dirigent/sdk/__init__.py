@@ -9,7 +9,8 @@ Modules: ``names`` (entity / step / block-id grammars), ``units`` (Duration, Siz
 ``messages`` (catalogued sentences), ``errors`` (ErrorClass, BlockFailure), ``issues``
 (check_config problems), ``specs`` (block declarations), ``results`` (handles, probe
 results, NotYet), ``context`` (StepContext and what it carries), ``blocks`` (Operator,
-Sensor), ``plugins`` (Contribution, connection kinds, notifiers, entry-point group).
+Sensor), ``plugins`` (Contribution, connection kinds, notifiers, entry-point group),
+``secrets`` (redacting known secret values from text, describing a refusal without its input).
 """
 
 from pydantic import JsonValue
@@ -60,6 +61,13 @@ from dirigent.sdk.plugins import (
     secret_fields,
 )
 from dirigent.sdk.results import NotYet, ProbeResult, ProbeStatus, RemoteHandle
+from dirigent.sdk.secrets import (
+    REDACTED,
+    redact,
+    redact_json,
+    secret_values,
+    validation_summary,
+)
 from dirigent.sdk.specs import BlockSpec, ConnectionField, OperatorSpec, SensorSpec
 from dirigent.sdk.units import Duration, Size
 
@@ -68,6 +76,7 @@ __all__ = [
     "BLOCK_ID_PATTERN",
     "ENTITY_NAME_PATTERN",
     "ENTRY_POINT_GROUP",
+    "REDACTED",
     "STEP_NAME_PATTERN",
     "ArtifactInfo",
     "BlockFailure",
@@ -114,6 +123,10 @@ __all__ = [
     "is_entity_name",
     "is_step_name",
     "json_safe",
+    "redact",
+    "redact_json",
     "secret_fields",
+    "secret_values",
     "step_name_problem",
+    "validation_summary",
 ]
