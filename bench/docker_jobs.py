@@ -41,8 +41,8 @@ from typing import Any
 
 from workers import apply, door, stop_workers, wait_registered
 
-from dirigent.blocks.connections import KubernetesConnection
 from dirigent.blocks.kubernetes.client import KubeClient
+from dirigent.blocks.kubernetes.connection import ClusterAccess
 from dirigent.engine import RunRequest
 from dirigent.engine.store.database import create_database, upgrade_async
 from dirigent.engine.store.embedded import EmbeddedPostgres
@@ -185,7 +185,7 @@ async def main(args: argparse.Namespace) -> None:
     ns_bare, ns_engine = f"bench-bare-{suffix}", f"bench-engine-{suffix}"
     for ns in (ns_bare, ns_engine):
         kubectl(args.kubeconfig, "create", "namespace", ns)
-    config = KubernetesConnection(kubeconfigPath=args.kubeconfig, qps=args.qps, burst=args.burst)
+    config = ClusterAccess(kubeconfigPath=args.kubeconfig, qps=args.qps, burst=args.burst)
     try:
         async with KubeClient.connect(config) as kube:
             t_bare = await bare(kube, ns_bare, args.runs)

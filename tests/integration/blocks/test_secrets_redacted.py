@@ -156,7 +156,11 @@ async def test_a_model_level_refusal_does_not_quote_the_whole_connection(
     # Two ways to reach one cluster: the kind's own check refuses, and pydantic's error
     # input for a model-level check is the whole connection, secrets opened.
     await apply_connection(
-        h, "k8s", "kubernetes", {"inCluster": True}, {"kubeconfig": f"token: {SECRET}"}
+        h,
+        "k8s",
+        "kubernetes",
+        {"server": "https://127.0.0.1:6443"},
+        {"token": SECRET, "kubeconfig": f"users: [{{name: u, user: {{token: {SECRET}}}}}]"},
     )
     await h.apply(
         pipeline("misfit", "    job: {block: docker.run, config: {image: x, cluster: k8s}}")

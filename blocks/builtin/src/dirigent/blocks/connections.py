@@ -10,7 +10,8 @@ No secret leaves through a check: its message is text the operator writes into a
 Connection's status and Events, so every kind's check goes through ``CheckedKind.check``,
 which turns anything the check raises into a report and redacts the connection's secret
 values (and the forms they are sent in) from the message. The models hide their input from
-validation errors (``ConnectionConfig``) for the same reason.
+validation errors (``ConnectionConfig``) for the same reason. The kubernetes kind lives with
+the Kubernetes code (``dirigent.blocks.kubernetes.connection``) and is re-exported here.
 """
 
 from __future__ import annotations
@@ -18,23 +19,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import hashlib
-import json
 import re
 import smtplib
 import ssl
 import time
-from abc import abstractmethod
 from collections.abc import Iterable
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import ClassVar, Literal
 from urllib.parse import unquote, urlsplit
 
 import httpx
-import yaml
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, Field, SecretStr
 
-from dirigent.blocks.base import ConnectionConfig
-from dirigent.sdk import ConnectionKind, Duration, HealthReport, redact, secret_values
+from dirigent.blocks.base import CheckedKind, ConnectionConfig
+from dirigent.blocks.kubernetes.connection import KubernetesConnection, KubernetesConnectionKind
+from dirigent.sdk import Duration, HealthReport, secret_values
 
 __all__ = [
     "HttpConnection",
@@ -51,31 +49,6 @@ __all__ = [
     "WebhookConnectionKind",
     "smtp_session",
 ]
-
-C = TypeVar("C", bound=ConnectionConfig)
-
-
-class CheckedKind(ConnectionKind[C]):
-    """A kind whose check never raises and never says a secret: subclasses write ``reach``."""
-
-    async def check(self, config: C) -> HealthReport:
-        secrets = self.secrets(config)
-        try:
-            report = await self.reach(config)
-        except Exception as err:  # a failed check is a report, never a traceback
-            message = f"the check failed: {type(err).__name__}: {err}"
-            return HealthReport(ok=False, message=redact(message, secrets))
-        if report.message is None:
-            return report
-        return report.model_copy(update={"message": redact(report.message, secrets)})
-
-    @abstractmethod
-    async def reach(self, config: C) -> HealthReport:
-        """Reach the system and report; may raise (``check`` turns it into a report)."""
-
-    def secrets(self, config: C) -> Iterable[str]:
-        """The values no message may carry: the config's secret fields, by default."""
-        return secret_values(config)
 
 
 class HttpConnection(ConnectionConfig):
@@ -270,145 +243,6 @@ class SmtpConnectionKind(CheckedKind[SmtpConnection]):
             ok=code == 250,
             message=f"NOOP answered {code}",
             latency_ms=int((time.monotonic() - started) * 1000),
-        )
-
-
-class KubernetesConnection(ConnectionConfig):
-    """A Kubernetes API server, reached one of three ways (give exactly one, or none for the
-    default kubeconfig): ``inCluster``; a ``kubeconfig`` (its YAML text, a secret) or a
-    ``kubeconfigPath``; or a ``server`` with a bearer ``token`` and the ``certificateAuthority``
-    that signed the server's certificate."""
-
-    in_cluster: bool = Field(default=False, description="Use the pod's service account.")
-    kubeconfig: SecretStr | None = Field(default=None, description="Kubeconfig YAML text.")
-    kubeconfig_path: str | None = Field(default=None, description="Path to a kubeconfig.")
-    context: str | None = Field(default=None, description="A context of the kubeconfig.")
-    server: str | None = Field(default=None, description="API server URL, e.g. https://host:6443.")
-    token: SecretStr | None = Field(default=None, description="Bearer token, with `server`.")
-    certificate_authority: str | None = Field(
-        default=None, description="PEM of the CA that signed the server's certificate."
-    )
-    qps: float = Field(default=20.0, gt=0, description="Requests per second to the API server.")
-    burst: int = Field(default=40, ge=1, description="Requests allowed at once above qps.")
-
-    @model_validator(mode="after")
-    def _one_way(self) -> KubernetesConnection:
-        ways = [
-            name
-            for name, given in (
-                ("inCluster", self.in_cluster),
-                ("kubeconfig", self.kubeconfig is not None),
-                ("kubeconfigPath", self.kubeconfig_path is not None),
-                ("server", self.server is not None),
-            )
-            if given
-        ]
-        if len(ways) > 1:
-            raise ValueError(f"give one way to reach the cluster, not {' and '.join(ways)}")
-        if (self.server is None) != (self.token is None):
-            raise ValueError("'server' and 'token' go together")
-        return self
-
-    def kubeconfig_dict(self) -> dict[str, Any] | None:
-        """The connection as a kubeconfig (from its text, or built from server and token);
-        None when it names a file, the pod's account or nothing."""
-        if self.kubeconfig is not None:
-            return _parse_kubeconfig(self.kubeconfig.get_secret_value())
-        if self.server is None or self.token is None:
-            return None
-        cluster: dict[str, Any] = {"server": self.server}
-        if self.certificate_authority is not None:
-            pem = self.certificate_authority.encode()
-            cluster["certificate-authority-data"] = base64.b64encode(pem).decode()
-        return {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "cluster", "cluster": cluster}],
-            "users": [{"name": "user", "user": {"token": self.token.get_secret_value()}}],
-            "contexts": [{"name": "ctx", "context": {"cluster": "cluster", "user": "user"}}],
-            "current-context": "ctx",
-        }
-
-    def secret_parts(self) -> frozenset[str]:
-        """The secret values, and each credential inside a kubeconfig text (a token, a key):
-        an error can quote one line of the text, never the whole of it."""
-        found = set(secret_values(self))
-        if self.kubeconfig is not None:
-            try:
-                data = _parse_kubeconfig(self.kubeconfig.get_secret_value())
-            except ValueError:
-                data = {}
-            for user in data.get("users") or []:
-                if isinstance(user, dict):
-                    found |= _strings(user.get("user"))
-        return frozenset(found)
-
-    def identity(self) -> str:
-        """A digest of everything that says how to reach the cluster (secrets included), so
-        a process can keep one client per distinct connection and drop a changed one."""
-        parts = [
-            self.in_cluster,
-            self.kubeconfig.get_secret_value() if self.kubeconfig else None,
-            self.kubeconfig_path,
-            self.context,
-            self.server,
-            self.token.get_secret_value() if self.token else None,
-            self.certificate_authority,
-            self.qps,
-            self.burst,
-        ]
-        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
-
-
-def _parse_kubeconfig(text: str) -> dict[str, Any]:
-    """The kubeconfig's mapping. A YAML error is re-said with its line only: PyYAML's own
-    message quotes the text around the error, and that text holds the credentials."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise ValueError(f"'kubeconfig' is not valid YAML{where}") from None
-    if not isinstance(data, dict):
-        raise ValueError("'kubeconfig' is not a YAML mapping")
-    return data
-
-
-def _strings(value: object) -> set[str]:
-    """Every string in ``value`` (nested dicts and lists), for redaction."""
-    if isinstance(value, str):
-        return {value}
-    if isinstance(value, dict):
-        return set().union(*(_strings(v) for v in value.values())) if value else set()
-    if isinstance(value, list):
-        return set().union(*(_strings(v) for v in value)) if value else set()
-    return set()
-
-
-class KubernetesConnectionKind(CheckedKind[KubernetesConnection]):
-    id: ClassVar[str] = "kubernetes"
-    summary: ClassVar[str] = (
-        "A Kubernetes API server: in-cluster, a kubeconfig, or a server with a token and CA."
-    )
-    config_model: ClassVar[type[BaseModel]] = KubernetesConnection
-
-    def secrets(self, config: KubernetesConnection) -> Iterable[str]:
-        return config.secret_parts()
-
-    async def reach(self, config: KubernetesConnection) -> HealthReport:
-        from dirigent.blocks.kubernetes.client import KubeClient
-
-        started = time.monotonic()
-        try:
-            async with KubeClient.connect(config) as kube:
-                version = await kube.server_version()
-        except Exception as err:
-            return HealthReport(ok=False, message=f"API server unreachable: {err}")
-        return HealthReport(
-            ok=True,
-            message=f"API server {version}",
-            latency_ms=int((time.monotonic() - started) * 1000),
-            details={"version": version},
         )
 
 

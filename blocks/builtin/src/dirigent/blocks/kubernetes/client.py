@@ -32,7 +32,7 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as _k8s_config
 
-from dirigent.blocks.connections import KubernetesConnection
+from dirigent.blocks.kubernetes.connection import ClusterAccess, KubernetesConnection
 
 __all__ = ["LOG_ERRORS", "ApiError", "Foreign", "KubeClient", "Owned", "RateLimiter"]
 
@@ -82,16 +82,16 @@ class RateLimiter:
 
 
 def _api_client(config: KubernetesConnection) -> Any:
-    if config.in_cluster:
+    if isinstance(config, ClusterAccess) and config.in_cluster:
         cfg = k8s.Configuration()
         k8s_config.load_incluster_config(client_configuration=cfg)
         return k8s.ApiClient(cfg)
     data = config.kubeconfig_dict()
     if data is not None:
         return k8s_config.new_client_from_config_dict(data, context=config.context)
-    return k8s_config.new_client_from_config(
-        config_file=config.kubeconfig_path, context=config.context
-    )
+    # Only the process's own access gets here: a Connection always names a way of its own.
+    path = config.kubeconfig_path if isinstance(config, ClusterAccess) else None
+    return k8s_config.new_client_from_config(config_file=path, context=config.context)
 
 
 class KubeClient:

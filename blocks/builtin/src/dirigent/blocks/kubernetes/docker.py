@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from dirigent.blocks.base import Output, has_reference
-from dirigent.blocks.connections import KubernetesConnection
+from dirigent.blocks.kubernetes.connection import KubernetesConnection
 from dirigent.blocks.kubernetes.jobs import (
     CONTAINER,
     DockerConfig,

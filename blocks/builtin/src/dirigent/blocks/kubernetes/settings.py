@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from dirigent.blocks.connections import KubernetesConnection
+from dirigent.blocks.kubernetes.connection import ClusterAccess
 from dirigent.blocks.kubernetes.tenancy import Placed, Placement
 from dirigent.sdk import Size
 
@@ -105,11 +105,11 @@ class KubeSettings(BaseSettings):
             )
         return value
 
-    def connection(self) -> KubernetesConnection:
+    def connection(self) -> ClusterAccess:
         in_cluster = self.in_cluster
         if in_cluster is None:
             in_cluster = "KUBERNETES_SERVICE_HOST" in os.environ and not self.kubeconfig
-        return KubernetesConnection(
+        return ClusterAccess(
             in_cluster=in_cluster,
             kubeconfig_path=None if in_cluster else self.kubeconfig or os.environ.get("KUBECONFIG"),
             context=self.context,
