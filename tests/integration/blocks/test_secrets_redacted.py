@@ -194,3 +194,31 @@ async def test_a_kubeconfig_that_does_not_parse_is_not_quoted_by_the_check(h: Ha
     assert health is not None and health.ok is False
     assert "not valid YAML (line" in health.message
     assert_nowhere(health.message, json.dumps(health.__dict__))
+
+
+async def test_a_large_echo_is_redacted_in_storage_and_where_the_inline_part_is_cut(
+    h: Harness, server: Server, capfd: pytest.CaptureFixture[str]
+) -> None:
+    async def big_echo(request: web.Request) -> web.Response:
+        token = request.headers["Authorization"].removeprefix("Bearer ")
+        # The first copy straddles the 1 KiB kept inline; more copies further on.
+        body = "x" * 1016 + token + ("y" * 3000 + token) * 3
+        return web.Response(text=body)
+
+    server.routes["/api/big"] = big_echo
+    await apply_connection(h, "api", "http", {"url": f"{server.url}/api"}, {"token": SECRET})
+    await h.apply(
+        pipeline(
+            "big",
+            "    call: {block: http.request, config: {connection: api, path: big, maxInline: 1kb}}",
+        )
+    )
+    status, [call] = await run_one(h, "big")
+    assert status == "succeeded", call
+    out = call["output"]
+    assert out["body_uri"] and out["size"] == 1016 + 4 * len(SECRET) + 3 * 3000
+    assert SECRET[:8] not in out["text"]  # not even the part before the cut
+    stored = (await h.storage.read_bytes(out["body_uri"])).decode()
+    assert stored.count("[redacted]") == 4
+    printed = capfd.readouterr()
+    assert_nowhere(stored, await everything_stored(h, out["body_uri"]), printed.out, printed.err)

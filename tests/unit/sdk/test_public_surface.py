@@ -66,6 +66,7 @@ EXPECTED = {
     "json_safe",
     "redact",
     "redact_json",
+    "redacting",
     "secret_fields",
     "secret_values",
     "step_name_problem",

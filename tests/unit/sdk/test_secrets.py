@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from urllib.parse import quote
 
 import pytest
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, model_validator
 
-from dirigent.sdk import REDACTED, redact, redact_json, secret_values, validation_summary
+from dirigent.sdk import (
+    REDACTED,
+    redact,
+    redact_json,
+    redacting,
+    secret_values,
+    validation_summary,
+)
 
 SECRET = 's3cr3t/t0ken+with "quotes"'
 
@@ -91,3 +99,21 @@ def test_the_summary_names_the_location_and_the_problem() -> None:
     with pytest.raises(ValidationError) as refused:
         Strict.model_validate({"token": "ok", "apiKey": SECRET})
     assert validation_summary(refused.value) == "apiKey: Extra inputs are not permitted"
+
+
+async def _chunks(data: bytes, size: int) -> AsyncIterator[bytes]:
+    for at in range(0, len(data), size):
+        yield data[at : at + size]
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 64, 4096])
+async def test_a_stream_is_redacted_even_where_a_secret_spans_chunks(size: int) -> None:
+    body = (f"head {SECRET} middle {quote(SECRET, safe='')} " * 20 + "tail").encode()
+    out = b"".join([c async for c in redacting(_chunks(body, size), [SECRET])])
+    assert SECRET.encode() not in out and quote(SECRET, safe="").encode() not in out
+    assert out == redact(body.decode(), [SECRET]).encode()
+
+
+async def test_a_stream_without_secrets_passes_unchanged() -> None:
+    body = b"x" * 10_000
+    assert b"".join([c async for c in redacting(_chunks(body, 333), [])]) == body

@@ -15,7 +15,8 @@ anything whose resolved scheme, host or port differs) is refused (``http.path.ho
 at apply when the path is written out, else before anything is sent; a step that needs
 another host names another connection. Redirects are never followed. No error, output or
 log line carries the connection's secret values (the token, the password, the basic
-credential as sent): they are redacted before a body is cut to its quoted length.
+credential as sent): they are redacted before a body is cut to its quoted length, and from
+a body stored above ``maxInline`` as it streams (a later step could read it back).
 
 The response body is read as a stream: up to ``maxInline`` it lands in the output (parsed
 as ``json`` when it is JSON, else ``text``); above that the whole body goes to storage
@@ -56,6 +57,7 @@ from dirigent.sdk import (
     http_status_class,
     redact,
     redact_json,
+    redacting,
 )
 
 __all__ = ["HttpReadySensor", "HttpRequestOperator"]
@@ -299,7 +301,7 @@ class HttpRequestOperator(Operator[RequestConfig, RequestOutput]):
                 p.client(config.method) as client,
                 client.stream(config.method, p.url, **kwargs) as response,
             ):
-                output = await read_body(response, config.max_inline.bytes, ctx, started)
+                output = await read_body(response, config.max_inline.bytes, ctx, started, p.secrets)
         except httpx.HTTPError as err:
             raise failure_for(err, config.method, p) from err
         if not p.secrets:
@@ -326,23 +328,34 @@ def retry_after_from(output: RequestOutput) -> float | None:
 
 
 async def read_body(
-    response: httpx.Response, limit: int, ctx: StepContext, started: float
+    response: httpx.Response,
+    limit: int,
+    ctx: StepContext,
+    started: float,
+    secrets: frozenset[str] = frozenset(),
 ) -> RequestOutput:
-    """Up to ``limit`` bytes inline; beyond that, the whole body streamed to storage."""
+    """Up to ``limit`` bytes inline; beyond that, the whole body streamed to storage (with
+    ``secrets`` redacted: what is stored, a later step can read into its output)."""
     head = bytearray()
     body_uri: str | None = None
     size = 0
     chunks = response.aiter_bytes()
+
+    async def whole() -> AsyncIterator[bytes]:
+        nonlocal size
+        yield bytes(head)
+        async for more in chunks:
+            size += len(more)
+            yield more
+
     async for chunk in chunks:
         head += chunk
         size += len(chunk)
         if len(head) > limit:
             body_uri = f"{ctx.scratch}/steps/{ctx.step}/{ctx.attempt_id}/body"
             async with ctx.storage.open_write(body_uri, _content_type(response)) as writer:
-                await writer.write(bytes(head))
-                async for more in chunks:
-                    size += len(more)
-                    await writer.write(more)
+                async for piece in redacting(whole(), secrets):
+                    await writer.write(piece)
             break
     headers = {k.lower(): v for k, v in response.headers.items()}
     out: dict[str, Any] = {
@@ -352,6 +365,9 @@ async def read_body(
         "body_uri": body_uri,
         "elapsed_ms": int((time.monotonic() - started) * 1000),
     }
+    if secrets:  # before the cut below: a secret cut in half is no longer found
+        text = redact(bytes(head).decode("utf-8", "surrogateescape"), secrets)
+        head = bytearray(text.encode("utf-8", "surrogateescape"))
     inline = bytes(head[:limit])
     if body_uri is None and "json" in _content_type(response):
         try:

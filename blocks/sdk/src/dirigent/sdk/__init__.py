@@ -65,6 +65,7 @@ from dirigent.sdk.secrets import (
     REDACTED,
     redact,
     redact_json,
+    redacting,
     secret_values,
     validation_summary,
 )
@@ -125,6 +126,7 @@ __all__ = [
     "json_safe",
     "redact",
     "redact_json",
+    "redacting",
     "secret_fields",
     "secret_values",
     "step_name_problem",

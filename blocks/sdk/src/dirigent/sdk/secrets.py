@@ -13,6 +13,8 @@ Invariants:
   containing another is replaced whole), and also the forms a secret takes when it travels:
   percent-encoded (a URL, a form body) and JSON-escaped (a JSON body echoing it back).
 * Redact before truncating: a secret cut in half by ``text[:500]`` is no longer found.
+  ``redacting`` does the same for a stream of bytes, holding back just enough of each chunk
+  that a secret split across two chunks is still found.
 * ``validation_summary`` uses locations and pydantic's messages only; it never reads an
   error's ``input`` or ``ctx`` (a refused ``SecretStr`` or a whole refused dict lands there).
 """
@@ -20,12 +22,19 @@ Invariants:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from urllib.parse import quote, quote_plus
 
 from pydantic import BaseModel, JsonValue, SecretStr, ValidationError
 
-__all__ = ["REDACTED", "redact", "redact_json", "secret_values", "validation_summary"]
+__all__ = [
+    "REDACTED",
+    "redact",
+    "redact_json",
+    "redacting",
+    "secret_values",
+    "validation_summary",
+]
 
 REDACTED = "[redacted]"
 
@@ -48,6 +57,28 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     for form in _all_forms(secrets):
         text = text.replace(form, REDACTED)
     return text
+
+
+async def redacting(chunks: AsyncIterable[bytes], secrets: Iterable[str]) -> AsyncIterator[bytes]:
+    """``chunks`` with every secret form (UTF-8) replaced, as a stream.
+
+    The last ``longest form - 1`` bytes of what has arrived are held back until more comes
+    (or the stream ends), so a secret split across chunks is replaced whole.
+    """
+    forms = [f.encode() for f in _all_forms(secrets)]
+    mark = REDACTED.encode()
+    keep = max((len(f) for f in forms), default=1) - 1
+    pending = b""
+    async for chunk in chunks:
+        pending += chunk
+        for form in forms:
+            pending = pending.replace(form, mark)
+        if len(pending) > keep:
+            cut = len(pending) - keep
+            yield pending[:cut]
+            pending = pending[cut:]
+    if pending:
+        yield pending
 
 
 def redact_json(value: JsonValue, secrets: Iterable[str]) -> JsonValue:
