@@ -44,9 +44,9 @@ from workers import apply, door, stop_workers, wait_registered
 from dirigent.blocks.kubernetes.client import KubeClient
 from dirigent.blocks.kubernetes.connection import ClusterAccess
 from dirigent.engine import RunRequest
-from dirigent.engine.store.database import create_database, upgrade_async
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
 from dirigent.engine.store.pool import create_pool
+from dirigent.engine.store.schema.database import create_database, upgrade_async
 
 
 def job(namespace: str, name: str) -> dict[str, Any]:
@@ -158,10 +158,10 @@ spec:
             # compiling the kubernetes package's 4 MB modules: the environment sets
             # PYTHONDONTWRITEBYTECODE) before the clock starts. A long-lived worker pays this
             # once, not per Job.
-            await engine.start_run(request)
+            await engine.runs.start(request)
             await job_stamps(args.kubeconfig, namespace, 1)
             started = time.monotonic()
-            await engine.start_runs([request] * args.runs)
+            await engine.runs.start_many([request] * args.runs)
             created_at = time.monotonic() - started
             # The clock starts when the runs are committed: from then on every second is the
             # engine's (claim, execute, create the Job, park) and the API server's.

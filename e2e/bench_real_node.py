@@ -14,7 +14,7 @@ Starts the local control plane and the real node (reporting how long each took),
 * **engine**: the same container as a one-step ``docker.run`` pipeline on an embedded
   PostgreSQL, run by one real ``dirigent worker`` process (probe interval ``--poll``).
   "created" is our clock just before ``Engine.start_run`` (so claiming the attempt and
-  creating the Job are inside the figure); "settled" is the attempt's ``finished_at``
+  creating the Job are inside the figure); "finished" is the attempt's ``finished_at``
   (PostgreSQL's clock, the same host clock), and "seen" when the run's status, polled every
   20 ms through the engine's door, was terminal.
 
@@ -38,8 +38,9 @@ from typing import Any
 
 from bench.workers import apply, door, stop_workers
 from dirigent.engine import RunRequest
-from dirigent.engine.store.database import create_database, upgrade_async
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
+from dirigent.engine.shapes.statuses import RUN_TERMINAL
+from dirigent.engine.store.schema.database import create_database, upgrade_async
 from e2e.harness.binaries import ensure_binaries
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.images import BASE_IMAGE
@@ -48,7 +49,6 @@ from e2e.harness.realnode import RealNode, placement
 NAMESPACE = "bench-real-node"
 ENGINE_NAMESPACE = "bench-real-node-engine"
 PRINT_TIME = "import time; print(repr(time.time()))"
-TERMINAL = frozenset({"succeeded", "failed", "cancelled", "completed_with_errors"})
 
 
 def _job(name: str) -> dict[str, Any]:
@@ -159,20 +159,20 @@ def _worker(url: str, kubeconfig: Path, root: Path) -> subprocess.Popen[bytes]:
 
 
 async def _one_step(engine: Any) -> tuple[float, float, float]:
-    """(created -> container started, -> attempt settled, -> settled seen) for one run."""
+    """(created -> container started, -> attempt finished, -> finish seen) for one run."""
     created = time.time()
-    run = await engine.start_run(RunRequest("default", "stamp"))
+    run = await engine.runs.start(RunRequest("default", "stamp"))
     deadline = time.monotonic() + 120
-    while (detail := await engine.run("default", run.run_id)).status not in TERMINAL:
+    while (detail := await engine.runs.get("default", run.run_id)).status not in RUN_TERMINAL:
         if time.monotonic() > deadline:
             raise TimeoutError(f"run {run.run_id} still {detail.status} after 120 s")
         await asyncio.sleep(0.02)
     seen = time.time()
-    [attempt] = (await engine.attempts("default", run.run_id, "job")).items
+    [attempt] = (await engine.runs.attempts("default", run.run_id, "job")).items
     assert detail.status == "succeeded", attempt
     started = float(attempt.output["log_tail"].strip())
-    settled = attempt.finished_at.timestamp()
-    return started - created, settled - created, seen - created
+    finished = attempt.finished_at.timestamp()
+    return started - created, finished - created, seen - created
 
 
 async def _measure_engine(kubeconfig: Path, jobs: int, poll: str, root: Path) -> dict[str, Any]:
@@ -194,8 +194,8 @@ async def _measure_engine(kubeconfig: Path, jobs: int, poll: str, root: Path) ->
             "jobs": jobs,
             "probe_interval": poll,
             "created_to_container_started_s": _percentiles([r[0] for r in rows]),
-            "created_to_step_settled_s": _percentiles([r[1] for r in rows]),
-            "created_to_settled_seen_s": _percentiles([r[2] for r in rows]),
+            "created_to_step_finished_s": _percentiles([r[1] for r in rows]),
+            "created_to_finished_seen_s": _percentiles([r[2] for r in rows]),
         }
     finally:
         if worker is not None:

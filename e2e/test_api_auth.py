@@ -2,7 +2,7 @@
 
 Given a real API server, the ClusterRoles of config/rbac and a ``dirigent api
 --auth cluster`` process (its own credentials: the cluster's admin kubeconfig, standing in
-for a service account bound to dirigent-api-server): a service account bound to the viewer
+for a service account bound to dirigent-api): a service account bound to the viewer
 role lists but may not run; one bound to the editor role applies and runs; one with no role
 gets a 403 Problem; a token the cluster does not know gets a 401 Problem.
 """
@@ -23,8 +23,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dirigent.engine.store.database import create_database, upgrade
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
+from dirigent.engine.store.schema.database import create_database, upgrade
 from e2e.harness.binaries import REPO_ROOT
 from e2e.harness.clusters import Cluster
 from e2e.kubectl import Kubectl
@@ -79,6 +79,9 @@ def api_url(cluster: Cluster, kubectl: Kubectl, database: str) -> Iterator[str]:
             process.kill()
 
 
+AUDIENCE = "dirigent"  # DIRIGENT_API_TOKEN_AUDIENCES' default
+
+
 def _ready(url: str) -> bool:
     try:
         return httpx.get(f"{url}/health/ready", timeout=1).status_code == 200
@@ -94,7 +97,9 @@ def account(kubectl: Kubectl, namespace: str, name: str, role: str | None) -> di
             "create", "rolebinding", f"{name}-{role}", "-n", namespace,
             f"--clusterrole={role}", f"--serviceaccount={namespace}:{name}",
         )  # fmt: skip
-    token = kubectl.run("create", "token", name, "-n", namespace).stdout.strip()
+    token = kubectl.run(
+        "create", "token", name, "-n", namespace, "--audience", AUDIENCE
+    ).stdout.strip()
     return {"Authorization": f"Bearer {token}"}
 
 
@@ -140,6 +145,11 @@ def test_viewer_lists_but_cannot_run_editor_runs_nobody_is_forbidden(
         assert_problem(http.get("/pipelines", headers=nobody), 403, "auth.forbidden")
         bad = {"Authorization": "Bearer not-a-token-the-cluster-issued"}
         assert_problem(http.get("/pipelines", headers=bad), 401, "auth.unauthenticated")
+        # A real token of the editor's, minted for the cluster's own audience (full power
+        # against the Kubernetes API), is not accepted here: only `--audience dirigent`.
+        general = kubectl.run("create", "token", "editor", "-n", namespace).stdout.strip()
+        wrong = {"Authorization": f"Bearer {general}"}
+        assert_problem(http.get("/pipelines", headers=wrong), 401, "auth.unauthenticated")
         assert_problem(http.get("/pipelines"), 401, "auth.unauthenticated")
 
         # And the viewer's grant is namespaced: another namespace is forbidden to it
@@ -186,7 +196,9 @@ def test_apply_needs_the_right_on_the_kind_it_writes(
         "create", "rolebinding", "pipeliner", "-n", namespace,
         "--role=pipelines-only", f"--serviceaccount={namespace}:pipeliner",
     )  # fmt: skip
-    token = kubectl.run("create", "token", "pipeliner", "-n", namespace).stdout.strip()
+    token = kubectl.run(
+        "create", "token", "pipeliner", "-n", namespace, "--audience", AUDIENCE
+    ).stdout.strip()
     pipeliner = {"Authorization": f"Bearer {token}"}
     connection = {
         "apiVersion": "dirigent.dev/v1alpha1",

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from dirigent.engine.manifests import parse_manifest
-from dirigent.engine.problems import ProblemsError
+from dirigent.engine.shapes.manifests import parse_manifest
+from dirigent.engine.shapes.problems import ProblemsError
 from e2e.harness.clusters import Cluster
 from e2e.harness.kwok import EXIT_CODE_ANNOTATION
 from e2e.kubectl import Kubectl
@@ -104,7 +104,7 @@ async def test_a_job_runs_to_success_with_a_restricted_spec(
     await h.apply(docker_pipeline("ok", namespace, env={"GREETING": "hi"}))
     run_id = await start(h, "ok")
     async with h.workers(1, **FAST):
-        assert await h.until_settled(run_id, timeout=60) == "succeeded"
+        assert await h.until_finished(run_id, timeout=60) == "succeeded"
     [attempt] = await h.attempts(run_id, "job")
     out = attempt["output"]
     assert out["exit_code"] == 0
@@ -144,7 +144,7 @@ async def test_a_failing_exit_code_fails_the_step_with_that_code(
     await h.apply(docker_pipeline("bad", namespace, annotations={EXIT_CODE_ANNOTATION: "3"}))
     run_id = await start(h, "bad")
     async with h.workers(1, **FAST):
-        assert await h.until_settled(run_id, timeout=60) == "failed"
+        assert await h.until_finished(run_id, timeout=60) == "failed"
     [attempt] = await h.attempts(run_id, "job")
     assert attempt["error_code"] == "engine.remote.failed"
     assert "exit code 3" in attempt["error_message"]
@@ -163,7 +163,7 @@ async def test_the_step_timeout_is_the_jobs_active_deadline_and_kubernetes_keeps
         await until_waiting(h, run_id)
         [job] = jobs(kubectl, namespace, run_id)
         assert job["spec"]["activeDeadlineSeconds"] == 3
-        assert await h.until_settled(run_id, timeout=60) == "failed"
+        assert await h.until_finished(run_id, timeout=60) == "failed"
     [attempt] = await h.attempts(run_id, "job")
     assert attempt["error_code"] == "engine.remote.failed"
     assert "DeadlineExceeded" in attempt["error_message"]
@@ -189,7 +189,7 @@ async def apply_connection(h: Harness) -> None:
     }
     manifest, problems = parse_manifest(doc)
     assert manifest is not None, problems
-    await h.engine.apply(manifest, h.namespace, secret_values={"token": SECRET})
+    await h.engine.manifests.apply(manifest, h.namespace, secret_values={"token": SECRET})
 
 
 def secret_of(kubectl: Kubectl, namespace: str, name: str) -> dict[str, Any] | None:
@@ -236,7 +236,7 @@ async def test_connection_values_reach_the_pod_through_a_secret_the_job_owns(
         assert base64.b64decode(secret["data"]["API_URL"]).decode() == "https://warehouse.invalid"
         [owner] = secret["metadata"]["ownerReferences"]
         assert (owner["kind"], owner["name"], owner["uid"]) == ("Job", name, job["metadata"]["uid"])
-        told = await h.engine.cancel_run(h.namespace, run_id, reason="test")
+        told = await h.engine.runs.cancel(h.namespace, run_id, reason="test")
     assert told == 1
     await until(lambda: not jobs(kubectl, namespace, run_id), "the Job to be deleted")
     await until(lambda: secret_of(kubectl, namespace, name) is None, "the Secret to be deleted")
@@ -265,7 +265,7 @@ async def test_the_garbage_collector_deletes_the_secret_with_its_job(
         # the Secret goes with it, though nobody deleted it by name.
         kubectl.run("delete", "job", name, "-n", namespace, "--cascade=background", "--wait=false")
         await until(lambda: secret_of(kubectl, namespace, name) is None, "the collector", 60)
-        await h.engine.cancel_run(h.namespace, run_id, reason="test")
+        await h.engine.runs.cancel(h.namespace, run_id, reason="test")
 
 
 async def test_cancelling_the_run_deletes_the_job(
@@ -282,7 +282,7 @@ async def cancel_while_waiting(h: Harness, kubectl: Kubectl, namespace: str, nam
     async with h.workers(1, **FAST):
         await until_waiting(h, run_id)
         assert len(jobs(kubectl, namespace, run_id)) == 1
-        told = await h.engine.cancel_run(h.namespace, run_id, reason="test")
+        told = await h.engine.runs.cancel(h.namespace, run_id, reason="test")
     assert told == 1
     await until(lambda: not jobs(kubectl, namespace, run_id), "the Job to be deleted")
     return run_id
@@ -297,7 +297,7 @@ async def test_a_job_deleted_behind_the_engines_back_ends_as_lost(
         await until_waiting(h, run_id)
         [job] = jobs(kubectl, namespace, run_id)
         kubectl.run("delete", "job", job["metadata"]["name"], "-n", namespace, "--wait=false")
-        assert await h.until_settled(run_id, timeout=60) == "failed"
+        assert await h.until_finished(run_id, timeout=60) == "failed"
     [attempt] = await h.attempts(run_id, "job")
     assert attempt["error_code"] == "engine.remote.gone"
 
@@ -315,7 +315,7 @@ async def test_an_execute_replayed_after_a_crash_finds_its_job_instead_of_making
     kubectl.run("label", "job", name, "-n", namespace, f"dirigent.dev/attempt={attempt['id']}")
     kubectl.run("label", "job", name, "-n", namespace, f"dirigent.dev/run={run_id}")
     async with h.workers(1, **FAST):
-        assert await h.until_settled(run_id, timeout=60) == "succeeded"
+        assert await h.until_finished(run_id, timeout=60) == "succeeded"
     assert [j["metadata"]["name"] for j in jobs(kubectl, namespace, run_id)] == [name]
     logs = " ".join(line["message"] for line in await h.logs(run_id))
     assert "from an earlier try of this attempt" in logs
@@ -464,7 +464,7 @@ async def apply_cluster(
     }
     manifest, problems = parse_manifest(doc)
     assert manifest is not None, problems
-    await h.engine.apply(manifest, h.namespace, secret_values=secrets)
+    await h.engine.manifests.apply(manifest, h.namespace, secret_values=secrets)
 
 
 def by_token(kubectl: Kubectl, namespace: str) -> tuple[dict[str, Any], dict[str, str]]:
@@ -497,7 +497,7 @@ async def test_a_kubernetes_connection_is_the_cluster_the_job_runs_in(
     await h.apply(docker_pipeline("there", namespace, cluster="elsewhere"))
     run_id = await start(h, "there")
     async with h.workers(1, **FAST):
-        assert await h.until_settled(run_id, timeout=60) == "succeeded"
+        assert await h.until_finished(run_id, timeout=60) == "succeeded"
     [attempt] = await h.attempts(run_id, "job")
     [job] = jobs(kubectl, namespace, run_id)
     assert job["metadata"]["name"] == attempt["output"]["job"]

@@ -70,7 +70,7 @@ async def test_a_job_owns_a_network_policy_that_gives_its_pods_no_network(
         assert pods["items"] and all(
             selector.items() <= p["metadata"]["labels"].items() for p in pods["items"]
         )
-        assert await h.engine.cancel_run(h.namespace, run_id, reason="test") == 1
+        assert await h.engine.runs.cancel(h.namespace, run_id, reason="test") == 1
     await until(lambda: not policies(kubectl, namespace, run_id), "the policy to be deleted")
 
 
@@ -89,7 +89,7 @@ async def test_the_collector_deletes_the_policy_with_its_job(
         # Job: the policy goes with it, though nobody deleted it by name.
         kubectl.run("delete", "job", name, "-n", namespace, "--cascade=background", "--wait=false")
         await until(lambda: not policies(kubectl, namespace, run_id), "the collector", 60)
-        await h.engine.cancel_run(h.namespace, run_id, reason="test")
+        await h.engine.runs.cancel(h.namespace, run_id, reason="test")
 
 
 async def test_a_step_asking_for_destinations_gets_egress_to_those_only(
@@ -110,7 +110,7 @@ async def test_a_step_asking_for_destinations_gets_egress_to_those_only(
         assert {p["port"] for p in dns["ports"]} == {53}
         annotations = job["spec"]["template"]["metadata"]["annotations"]
         assert json.loads(annotations["dirigent.dev/network-destinations"]) == network
-        await h.engine.cancel_run(h.namespace, run_id, reason="test")
+        await h.engine.runs.cancel(h.namespace, run_id, reason="test")
 
 
 async def test_a_step_asking_for_the_network_gets_no_policy_and_says_so(
@@ -119,7 +119,7 @@ async def test_a_step_asking_for_the_network_gets_no_policy_and_says_so(
     await h.apply(docker_pipeline("open", namespace, network=True))
     run_id = await start(h, "open")
     async with h.workers(1, **FAST):
-        assert await h.until_settled(run_id, timeout=60) == "succeeded"
+        assert await h.until_finished(run_id, timeout=60) == "succeeded"
     [job] = jobs(kubectl, namespace, run_id)
     assert job["metadata"]["labels"]["dirigent.dev/network"] == "open"
     assert policies(kubectl, namespace, run_id) == []
@@ -140,7 +140,7 @@ async def test_another_installations_job_of_the_same_name_is_never_adopted_nor_d
         f"dirigent.dev/attempt={attempt['id']}", "dirigent.dev/installation=other",
     )  # fmt: skip
     async with h.workers(1, **FAST):
-        assert await h.until_settled(run_id, timeout=60) == "failed"
+        assert await h.until_finished(run_id, timeout=60) == "failed"
     [attempt] = await h.attempts(run_id, "job")
     assert (attempt["error_code"], attempt["error_class"]) == ("docker.job.foreign", "rejected")
     theirs = kubectl.json("get", "job", name, "-n", namespace)
@@ -167,7 +167,7 @@ async def test_another_installations_secret_of_the_same_name_is_never_overwritte
         f"dirigent.dev/attempt={attempt['id']}", "dirigent.dev/installation=other",
     )  # fmt: skip
     async with h.workers(1, **FAST):
-        assert await h.until_settled(run_id, timeout=60) == "failed"
+        assert await h.until_finished(run_id, timeout=60) == "failed"
     [attempt] = await h.attempts(run_id, "job")
     assert attempt["error_code"] == "docker.job.foreign"
     assert attempt["error_message"].startswith(f"Secret {namespace}/{name} exists")
@@ -189,7 +189,7 @@ async def test_a_named_installation_names_and_labels_its_jobs(
     kubectl.run("create", "job", plain, "-n", namespace, "--image=busybox:1.36", "--", "true")
     kubectl.run("label", "job", plain, "-n", namespace, f"dirigent.dev/run={run_id}")
     async with h.workers(1, **FAST):
-        assert await h.until_settled(run_id, timeout=60) == "succeeded"
+        assert await h.until_finished(run_id, timeout=60) == "succeeded"
     [attempt] = await h.attempts(run_id, "job")
     ours = [j for j in jobs(kubectl, namespace, run_id) if j["metadata"]["name"] != plain]
     [job] = ours
@@ -214,7 +214,7 @@ spec:
     )
     run = await h.run("elsewhere", {"ns": "kube-system"})
     async with h.workers(1, **FAST):
-        assert await h.until_settled(run.run_id, timeout=60) == "failed"
+        assert await h.until_finished(run.run_id, timeout=60) == "failed"
     [attempt] = await h.attempts(run.run_id, "job")
     assert (attempt["error_code"], attempt["error_class"]) == (
         "docker.namespace.refused",
@@ -245,7 +245,7 @@ async def test_an_api_refusal_names_the_verb_the_resource_and_the_namespace(
     await h.apply(docker_pipeline("denied", namespace))
     run_id = await start(h, "denied")
     async with h.workers(1, **FAST):
-        assert await h.until_settled(run_id, timeout=60) == "failed"
+        assert await h.until_finished(run_id, timeout=60) == "failed"
     [attempt] = await h.attempts(run_id, "job")
     assert (attempt["error_code"], attempt["error_class"]) == ("docker.api", "rejected")
     message = attempt["error_message"]

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from dirigent.engine.store.database import create_database, current_revision, head_revision
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
+from dirigent.engine.store.schema.database import create_database, current_revision, head_revision
 from e2e.harness.binaries import REPO_ROOT
 
 pytestmark = pytest.mark.e2e

@@ -41,8 +41,8 @@ import pytest
 import yaml
 
 from dirigent.api.client import Client
-from dirigent.engine.store.database import create_database, upgrade_async
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
+from dirigent.engine.store.schema.database import create_database, upgrade_async
 from e2e.harness import processes
 from e2e.harness.binaries import REPO_ROOT
 from e2e.harness.clusters import Cluster

@@ -26,13 +26,13 @@ from typing import Any, TypeVar
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from dirigent.engine.store.database import (
+from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
+from dirigent.engine.store.schema.database import (
     create_database,
     create_engine,
     drop_database,
     upgrade_async,
 )
-from dirigent.engine.store.embedded import EmbeddedPostgres
 
 T = TypeVar("T")
 

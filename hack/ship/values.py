@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
-from dirigent.engine.settings import EngineSettings
+from dirigent.engine.infrastructure.settings import EngineSettings
 
 __all__ = ["ENGINE_SETTINGS_IN_CHART", "Values", "camel", "settings_model"]
 
@@ -66,6 +66,8 @@ _SETTING_DOCS: dict[str, str] = {
     "ones follow the schedule's misfire policy.",
     "scheduler_tick": "How often the scheduler looks for due slots.",
     "webhook_max_body": "Largest webhook request body accepted (bytes, or 1mb).",
+    "api_max_body": "Largest request body the REST API accepts (bytes, or 4mb); larger is 413.",
+    "api_token_audiences": "Audiences a bearer token for the REST API must be minted for (kubectl create token NAME --audience dirigent); empty accepts any.",
     "notification_max_attempts": "Deliveries of one notification before it fails for good.",
     "notification_backoff": "Wait before a failed notification delivery is retried.",
     "report_max_size": "Largest run report kept (bytes, or 256kb).",

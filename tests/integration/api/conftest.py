@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from dirigent.api.app import create_app
-from dirigent.api.auth import StaticToken, StreamBudget
+from dirigent.api.auth import Auth, StaticToken, StreamBudget
 from dirigent.api.client import Client
 from dirigent.api.metrics import ApiMetrics
 from dirigent.api.server import ApiServer
 from dirigent.api.streams import StreamSettings
 from dirigent.engine import Engine, EngineSettings
-from dirigent.engine.plugins import discover
+from dirigent.engine.infrastructure.plugins import discover
 from dirigent.engine.store.pool import Database
 from tests.integration.engine.harness import Harness
 
@@ -49,6 +49,7 @@ async def served(
     *,
     streams: StreamBudget | None = None,
     stream_settings: StreamSettings | None = None,
+    auth: Auth | None = None,
 ) -> AsyncIterator[Api]:
     settings = EngineSettings(
         database_url=url,
@@ -62,7 +63,7 @@ async def served(
     metrics = ApiMetrics()
     app = create_app(
         engine,
-        auth=StaticToken(TOKEN),
+        auth=auth or StaticToken(TOKEN),
         metrics=metrics,
         streams=streams,
         stream_settings=stream_settings or StreamSettings(poll=0.1, lifetime=60),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from dirigent.engine.views import encode_cursor
+from dirigent.engine.shapes.views import encode_cursor
 from tests.integration.api.conftest import TOKEN, Api
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

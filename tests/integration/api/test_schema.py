@@ -2,7 +2,7 @@
 breaks its own schema, every refusal a documented Problem.
 
 The API runs as a real ``dirigent api`` process (static token) on a migrated database with a
-pipeline and a settled run in it, so generated requests reach real rows as well as misses.
+pipeline and a finished run in it, so generated requests reach real rows as well as misses.
 """
 
 from __future__ import annotations

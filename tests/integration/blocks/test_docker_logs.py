@@ -18,7 +18,7 @@ from dirigent.blocks.connections import KubernetesConnection
 from dirigent.blocks.kubernetes.client import KubeClient
 from dirigent.blocks.kubernetes.docker import DockerRunOperator, KubeSettings
 from dirigent.blocks.kubernetes.jobs import DockerConfig
-from dirigent.engine.storage import FileStorage
+from dirigent.engine.infrastructure.storage import FileStorage
 from dirigent.sdk import RemoteHandle, Size
 from tests.integration.blocks.conftest import Server
 from tests.unit.sdk.fakes import make_context

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from dirigent.engine.problems import ProblemsError
+from dirigent.engine.shapes.problems import ProblemsError
 from tests.integration.blocks.conftest import Server
 from tests.integration.blocks.test_http import connection, pipeline, run_one
 from tests.integration.engine.harness import Harness

@@ -90,7 +90,7 @@ async def test_a_kubeconfig_that_reaches_into_the_process_is_refused_and_never_o
     assert f".{key} is not allowed in a Connection" in str(refused.value)
     # The operator's path: the Connection is stored, then checked with its kind.
     await apply_connection(h, "k8s", "kubernetes", {}, {"kubeconfig": text})
-    health = await h.engine.check_connection(h.namespace, "k8s")
+    health = await h.engine.connections.check(h.namespace, "k8s")
     assert health is not None and (health.ok, health.reason) == (False, "InvalidSettings")
     assert key in health.message
     assert not (tmp_path / "ran").exists()  # the exec plugin never ran

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from dirigent.engine.manifests import parse_manifest
+from dirigent.engine.shapes.manifests import parse_manifest
 from tests.integration.blocks.conftest import Server
 from tests.integration.blocks.test_http import pipeline, run_one
 from tests.integration.engine.harness import Harness, harness
@@ -53,7 +53,7 @@ async def apply_connection(
     }
     manifest, problems = parse_manifest(doc)
     assert manifest is not None, problems
-    await h.engine.apply(manifest, h.namespace, secret_values=secrets)
+    await h.engine.manifests.apply(manifest, h.namespace, secret_values=secrets)
 
 
 async def everything_stored(h: Harness, holding: str) -> str:
@@ -169,7 +169,7 @@ async def test_a_model_level_refusal_does_not_quote_the_whole_connection(
     async with h.workers(
         1, heartbeat=dt.timedelta(milliseconds=200), enabled_unsafe={"docker.run"}
     ):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     [job] = await h.attempts(run.run_id)
     assert job["error_code"] == "engine.connection.unavailable"
     assert "give one way to reach the cluster" in job["error_message"]
@@ -181,7 +181,7 @@ async def test_a_model_level_refusal_does_not_quote_the_whole_connection(
 async def test_a_failing_slack_check_never_names_the_webhook_url(h: Harness) -> None:
     url = f"http://127.0.0.1:1/services/T0/B0/{SECRET}"  # a closed port: unreachable
     await apply_connection(h, "alerts", "slack", {}, {"webhookUrl": url})
-    health = await h.engine.check_connection(h.namespace, "alerts")
+    health = await h.engine.connections.check(h.namespace, "alerts")
     assert health is not None and health.ok is False
     assert "unreachable" in health.message
     assert_nowhere(health.message)
@@ -190,7 +190,7 @@ async def test_a_failing_slack_check_never_names_the_webhook_url(h: Harness) -> 
 async def test_a_kubeconfig_that_does_not_parse_is_not_quoted_by_the_check(h: Harness) -> None:
     text = f"apiVersion: v1\nusers:\n- name: u\n  user: {{token: {SECRET}\n"
     await apply_connection(h, "k8s", "kubernetes", {}, {"kubeconfig": text})
-    health = await h.engine.check_connection(h.namespace, "k8s")
+    health = await h.engine.connections.check(h.namespace, "k8s")
     assert health is not None and health.ok is False
     assert "not valid YAML (line" in health.message
     assert_nowhere(health.message, json.dumps(health.__dict__))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dirigent.engine.problems import ProblemsError
+from dirigent.engine.shapes.problems import ProblemsError
 from tests.integration.blocks.test_http import pipeline, run_one
 from tests.integration.engine.harness import Harness
 

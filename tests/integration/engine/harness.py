@@ -1,7 +1,7 @@
 """An engine under test: a real database, the installed catalog, workers as asyncio tasks.
 
 Reads like the behaviour it drives: ``await h.apply(YAML)``, ``run = await h.run("p")``,
-``await h.until_settled(run)``, then assertions over the rows.
+``await h.until_finished(run)``, then assertions over the rows.
 """
 
 from __future__ import annotations
@@ -19,15 +19,14 @@ from typing import Any
 import asyncpg
 
 from dirigent.engine import Engine, EngineSettings, RunRequest
-from dirigent.engine.applying import Applied
-from dirigent.engine.manifests.loading import parse_manifest, read_text
-from dirigent.engine.plugins import discover
+from dirigent.engine.door.applying import Applied
+from dirigent.engine.infrastructure.plugins import discover
 from dirigent.engine.runtime.worker import Worker
+from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
+from dirigent.engine.shapes.statuses import RUN_TERMINAL
 from dirigent.engine.store.pool import Database, asyncpg_dsn
-from dirigent.engine.store.runs import RunCreated
+from dirigent.engine.store.transactions.runs import RunCreated
 from tests.waiting import eventually
-
-TERMINAL = ("succeeded", "completed_with_errors", "failed", "cancelled")
 
 
 class Harness:
@@ -49,16 +48,20 @@ class Harness:
         assert not problems, problems
         manifest, problems = parse_manifest(docs[0].data)
         assert manifest is not None, problems
-        return await self.engine.apply(manifest, self.namespace, provenance={"by": "test"})
+        return await self.engine.manifests.apply(
+            manifest, self.namespace, provenance={"by": "test"}
+        )
 
     async def run(
         self, pipeline: str, params: dict[str, Any] | None = None, **kw: Any
     ) -> RunCreated:
-        return await self.engine.start_run(RunRequest(self.namespace, pipeline, params or {}, **kw))
+        return await self.engine.runs.start(
+            RunRequest(self.namespace, pipeline, params or {}, **kw)
+        )
 
     def worker(self, **kw: Any) -> Worker:
         defaults = {"poll_interval": 0.2, "sweep_interval": 0.5, "enabled_unsafe": frozenset()}
-        return self.engine.worker(**{**defaults, **kw})
+        return self.engine.workers.build(**{**defaults, **kw})
 
     @contextlib.asynccontextmanager
     async def workers(self, n: int = 1, **kw: Any) -> AsyncIterator[list[Worker]]:
@@ -75,10 +78,10 @@ class Harness:
         async with self.pool.acquire() as conn:
             return str(await conn.fetchval("SELECT status FROM runs WHERE id = $1", run_id))
 
-    async def until_settled(self, run_id: int, timeout: float = 20.0) -> str:
+    async def until_finished(self, run_id: int, timeout: float = 20.0) -> str:
         try:
             return await eventually(
-                lambda: self.status(run_id), lambda s: s in TERMINAL, timeout=timeout
+                lambda: self.status(run_id), lambda s: s in RUN_TERMINAL, timeout=timeout
             )
         except AssertionError:
             status = await self.status(run_id)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from dirigent.engine.applying import apply_manifest
-from dirigent.engine.manifests.loading import parse_manifest, read_text
-from dirigent.engine.problems import ProblemsError
-from dirigent.engine.store import definitions
-from dirigent.engine.store.definitions import ApplyAction
+from dirigent.engine.door.applying import apply_manifest
+from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
+from dirigent.engine.shapes.problems import ProblemsError
 from dirigent.engine.store.pool import in_transaction
+from dirigent.engine.store.transactions import definitions
+from dirigent.engine.store.transactions.definitions import ApplyAction
 from tests.integration.engine.harness import Harness
 
 BASE = """
@@ -98,7 +98,7 @@ async def test_delete_refuses_while_runs_are_in_flight(h: Harness) -> None:
         await in_transaction(h.pool, lambda c: definitions.delete_pipeline(c, "default", "p"))
     assert refused.value.problems[0].code == "pipeline.delete.runs_in_flight"
     async with h.workers(1):
-        await h.until_settled(run.run_id)
+        await h.until_finished(run.run_id)
     assert await in_transaction(h.pool, lambda c: definitions.delete_pipeline(c, "default", "p"))
     assert await h.fetchval("SELECT count(*) FROM runs") == 0
 

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from dirigent.engine.problems import ProblemsError
 from dirigent.engine.runtime.cancelling import cancel_run
+from dirigent.engine.shapes.problems import ProblemsError
 from dirigent.engine.store.pool import in_transaction
-from dirigent.engine.store.retrying import retry_step
+from dirigent.engine.store.transactions.retrying import retry_step
 from tests.integration.engine.harness import Harness
 from tests.waiting import eventually, until
 
 
-async def test_cancel_settles_everything_in_one_go_and_tells_remote_work(
+async def test_cancel_finishes_everything_in_one_go_and_tells_remote_work(
     h: Harness, tmp_path: Path
 ) -> None:
     log = tmp_path / "rec.log"
@@ -79,7 +79,7 @@ async def test_manual_retry_resumes_from_the_failed_step_only(h: Harness, tmp_pa
     await h.apply(FLAKY % log)
     run = await h.run("m")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
         assert await h.steps(run.run_id) == {
             "first": "succeeded",
             "second": "failed",
@@ -98,7 +98,7 @@ async def test_manual_retry_resumes_from_the_failed_step_only(h: Harness, tmp_pa
             ),
         )
         assert again.attempt_ids == retried.attempt_ids and not again.created
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     second = await h.attempts(run.run_id, "second")
     assert [(a["number"], a["kind"], a["status"]) for a in second] == [
         (1, "automatic", "failed"),
@@ -123,12 +123,12 @@ spec:
 """)
     run = await h.run("m2")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
         await in_transaction(
             h.pool,
             lambda c: retry_step(c, run.run_id, "bad", idempotency_key="once", versions=h.versions),
         )
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     attempts = await h.attempts(run.run_id, "bad")
     assert [a["kind"] for a in attempts] == ["automatic"] * 5 + ["manual"]
 
@@ -148,7 +148,7 @@ spec:
         (tmp_path / f"ok-{n}").touch()
     run = await h.run("items")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "completed_with_errors"
+        assert await h.until_finished(run.run_id) == "completed_with_errors"
         for n in (3, 4):
             (tmp_path / f"ok-{n}").touch()
         retried = await in_transaction(
@@ -158,7 +158,7 @@ spec:
             ),
         )
         assert len(retried.attempt_ids) == 2
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     manual = [a["item_index"] for a in await h.attempts(run.run_id) if a["kind"] == "manual"]
     assert manual == [2, 3]
     counts = await h.fetchval(
@@ -180,7 +180,7 @@ spec:
 """)
     run = await h.run("ok")
     async with h.workers(1):
-        await h.until_settled(run.run_id)
+        await h.until_finished(run.run_id)
     with pytest.raises(ProblemsError) as refused:
         await in_transaction(
             h.pool,
@@ -189,7 +189,7 @@ spec:
     assert refused.value.problems[0].code == "retry.step.not_failed"
 
 
-async def test_manual_retry_of_a_fail_fast_fan_out_settles_and_counters_match_rows(
+async def test_manual_retry_of_a_fail_fast_fan_out_finishes_and_counters_match_rows(
     h: Harness, tmp_path: Path
 ) -> None:
     await h.apply(f"""
@@ -203,7 +203,7 @@ spec:
 """)
     run = await h.run("fast")
     async with h.workers(1, concurrency=1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
         counts = await h.fetchval(
             "SELECT row(items_failed, items_cancelled)::text FROM run_steps "
             "WHERE run_id = $1 AND step = 'each'",
@@ -217,7 +217,7 @@ spec:
             lambda c: retry_step(c, run.run_id, "each", idempotency_key="k", versions=h.versions),
         )
         assert len(retried.attempt_ids) == 4
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     assert await h.steps(run.run_id) == {"each": "succeeded", "after": "succeeded"}
 
 
@@ -244,8 +244,8 @@ async def test_a_retry_key_is_exact_per_run_and_a_reused_key_is_refused(h: Harne
     run = await h.run("keys")
     other = await h.run("keys")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
-        assert await h.until_settled(other.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
+        assert await h.until_finished(other.run_id) == "failed"
     first = await _retry(h, run.run_id, "a", "a-1")
     # A key holding LIKE wildcards is matched exactly: it is a new request, not "a-1" again.
     wild = await _retry(h, run.run_id, "b", "a%")
@@ -277,10 +277,10 @@ spec:
 """)
     run = await h.run("reopen")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
         assert (await h.steps(run.run_id))["second"] == "upstream_failed"
         await _retry(h, run.run_id, "first", "again")
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     second = await h.attempts(run.run_id, "second")
     assert [(a["number"], a["kind"], a["status"]) for a in second] == [
         (1, "automatic", "failed"),

@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-from dirigent.engine.applying import apply_manifest
-from dirigent.engine.manifests.loading import parse_manifest, read_text
-from dirigent.engine.problems import ProblemsError
-from dirigent.engine.store.crypto import SecretSealer
+from dirigent.engine.door.applying import apply_manifest
+from dirigent.engine.infrastructure.crypto import SecretSealer
+from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
+from dirigent.engine.shapes.problems import ProblemsError
 from dirigent.engine.store.pool import in_transaction
 from tests.integration.engine.harness import Harness
 
@@ -55,7 +55,7 @@ async def test_a_step_opens_its_connection_and_the_secret_is_sealed_at_rest(h: H
     await h.apply(PIPELINE)
     run = await h.run("uses")
     async with h.workers(1, sealer=sealer):
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     [call] = await h.attempts(run.run_id)
     assert call["output"] == {
         "url": "https://api.example.test",
@@ -68,7 +68,7 @@ async def test_a_worker_without_the_key_refuses_the_step(h: Harness) -> None:
     await h.apply(PIPELINE)
     run = await h.run("uses")
     async with h.workers(1, sealer=SecretSealer(os.urandom(32))):  # a different key
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     [call] = await h.attempts(run.run_id)
     assert (call["error_class"], call["error_code"]) == ("rejected", "engine.connection.unopenable")
 
@@ -118,7 +118,7 @@ async def test_a_connection_in_a_field_the_block_does_not_declare_is_never_opene
     await h.apply(PIPELINE.replace("{connection: api}", "{connection: api, peek: other}"))
     run = await h.run("uses")
     async with h.workers(1, sealer=sealer):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     [call] = await h.attempts(run.run_id)
     assert call["error_code"] == "engine.connection.unavailable"
     assert "'other'" in call["error_message"]
@@ -142,7 +142,7 @@ async def test_a_connection_whose_kind_changed_after_apply_is_not_opened(h: Harn
     await h.fetchval("UPDATE connections SET type = 'webhook' WHERE name = 'api' RETURNING 1")
     run = await h.run("uses")
     async with h.workers(1, sealer=sealer):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     [call] = await h.attempts(run.run_id)
     assert (call["error_class"], call["error_code"]) == ("rejected", "engine.connection.unopenable")
     assert "of kind 'webhook', not http" in call["error_message"]

@@ -49,7 +49,7 @@ spec:
         )
     )
     run = await h.run("metered")
-    assert await h.until_settled(run.run_id, timeout=60) == "failed"
+    assert await h.until_finished(run.run_id, timeout=60) == "failed"
     finished = (
         "dirigent_runs_finished_total",
         (("namespace", "default"), ("pipeline", "metered"), ("state", "failed")),

@@ -25,7 +25,7 @@ spec:
 """)
     run = await h.run("t")
     async with h.workers(1), asyncio.timeout(15):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     attempts = await h.attempts(run.run_id)
     assert [(a["error_class"], a["error_code"]) for a in attempts] == [
         ("transient", "engine.step.timeout")
@@ -133,8 +133,8 @@ spec:
     old = await h.run("r")
     new = await h.run("r")
     async with h.workers(1):
-        await h.until_settled(old.run_id)
-        await h.until_settled(new.run_id)
+        await h.until_finished(old.run_id)
+        await h.until_finished(new.run_id)
     old_scratch = Path(h.storage.path(h.storage.run_prefix(old.run_id)))
     assert old_scratch.exists()  # the large output was written under the run's prefix
     await h.execute(

@@ -25,7 +25,7 @@ spec:
 """)
     run = await h.run("p")
     async with h.workers(1):
-        await h.until_settled(run.run_id)
+        await h.until_finished(run.run_id)
     lines = [(e["step"], e["level"], e["message"]) for e in await h.logs(run.run_id) if e["step"]]
     assert ("rec", "info", "recorded") in lines
     finished = [
@@ -50,7 +50,7 @@ spec:
 """)
     run = await h.run("p")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     async with h.pool.acquire() as conn:
         rows = {
             r["step"]: r

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from dirigent.engine.plugins import discover
-from dirigent.engine.problems import ProblemsError
-from dirigent.engine.store import runs
+from dirigent.engine.infrastructure.plugins import discover
+from dirigent.engine.shapes.problems import ProblemsError
 from dirigent.engine.store.pool import in_transaction
-from dirigent.engine.store.runs import RunRequest
+from dirigent.engine.store.transactions import runs
+from dirigent.engine.store.transactions.runs import RunRequest
 from tests.integration.engine.harness import Harness
 from tests.waiting import eventually
 
@@ -49,7 +49,7 @@ spec:
 """)
     run = await h.run("third")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     ends = [ln for ln in (tmp_path / "rec.log").read_text().splitlines() if ln.startswith("end")]
     assert sorted(ln.split()[-1] for ln in ends) == ['"a"', '"b"']
 
@@ -96,7 +96,7 @@ async def test_the_gate_is_checked_again_at_claim(h: Harness) -> None:
     )
     # No other worker can run it and no grace: it fails at once.
     async with h.workers(1, enabled_unsafe=frozenset(), missing_block_grace=dt.timedelta(0)):
-        assert await h.until_settled(created.run_id) == "failed"
+        assert await h.until_finished(created.run_id) == "failed"
     [attempt] = await h.attempts(created.run_id)
     assert (attempt["error_class"], attempt["error_code"]) == (
         "rejected",
@@ -113,7 +113,7 @@ async def test_the_gate_is_checked_again_at_claim(h: Harness) -> None:
         ),
     )
     async with h.workers(1, enabled_unsafe=frozenset({"testing.unsafe"})):
-        assert await h.until_settled(created.run_id) == "succeeded"
+        assert await h.until_finished(created.run_id) == "succeeded"
 
 
 async def _unsafe_run(h: Harness) -> int:
@@ -146,7 +146,7 @@ async def test_a_worker_that_cannot_run_a_block_leaves_it_to_one_that_can(h: Har
         await eventually(lambda: _released(h, run_id), timeout=15)
         assert await h.status(run_id) == "running"
         async with h.workers(1, enabled_unsafe=frozenset({"testing.unsafe"})) as [able]:
-            assert await h.until_settled(run_id) == "succeeded"
+            assert await h.until_finished(run_id) == "succeeded"
     [attempt] = await h.attempts(run_id)
     assert attempt["status"] == "succeeded" and attempt["number"] == 1
     assert attempt["lease_owner"] is None
@@ -161,7 +161,7 @@ async def test_an_attempt_no_live_worker_can_run_fails_after_the_grace(h: Harnes
     run_id = await _unsafe_run(h)
     grace = dt.timedelta(seconds=1)
     async with h.workers(1, enabled_unsafe=frozenset(), missing_block_grace=grace):
-        assert await h.until_settled(run_id) == "failed"
+        assert await h.until_finished(run_id) == "failed"
     [attempt] = await h.attempts(run_id)
     assert attempt["error_code"] == "engine.block.unsafe_disabled"
     assert await _released(h, run_id) >= 1

@@ -24,7 +24,7 @@ import asyncpg
 import pytest
 
 from dirigent.engine import Engine, EngineSettings, RunRequest
-from dirigent.engine.manifests.loading import parse_manifest, read_text
+from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
 from tests.integration.engine.harness import Harness, spawn_worker
 from tests.waiting import eventually
 
@@ -108,14 +108,14 @@ async def test_the_engine_works_behind_pgbouncer_with_listen_on_a_direct_connect
         docs, _ = read_text(PIPELINE)
         manifest, problems = parse_manifest(docs[0].data)
         assert manifest is not None, problems
-        await engine.apply(manifest, "default")
-        worker = engine.worker(concurrency=16, poll_interval=60.0, sweep_interval=60.0)
+        await engine.manifests.apply(manifest, "default")
+        worker = engine.workers.build(concurrency=16, poll_interval=60.0, sweep_interval=60.0)
         task = asyncio.create_task(worker.run())
         try:
             for _ in range(3):  # between runs the worker is idle until NOTIFY (its poll is 60 s)
-                run = await engine.start_run(RunRequest("default", "pooled"))
+                run = await engine.runs.start(RunRequest("default", "pooled"))
                 detail = await eventually(
-                    lambda r=run.run_id: engine.run("default", r),  # type: ignore[misc]
+                    lambda r=run.run_id: engine.runs.get("default", r),  # type: ignore[misc]
                     lambda d: d.status in ("succeeded", "failed", "completed_with_errors"),
                     timeout=30,
                 )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from dirigent.engine.store import runs as runs_store
 from dirigent.engine.store.pool import in_transaction
+from dirigent.engine.store.transactions import runs as runs_store
 from tests.integration.engine.harness import Harness
 from tests.waiting import eventually
 
@@ -58,7 +58,7 @@ async def test_two_sweepers_starting_queued_runs_at_once_start_one(h: Harness) -
     assert await running(h) == 1
 
 
-async def test_a_started_run_that_settles_at_once_starts_the_next(h: Harness) -> None:
+async def test_a_started_run_that_finishes_at_once_starts_the_next(h: Harness) -> None:
     await h.apply(QUEUED)
     first = await h.run("q")
     empty = await h.run("q", {"xs": []})

@@ -53,7 +53,7 @@ spec:
     victim.wait()
     assert await h.fetchval("SELECT status FROM step_attempts WHERE step = 'work'") == "running"
     processes.append(spawn_worker(db_url, tmp_path / "art", extra=FAST_LEASES))
-    assert await h.until_settled(run.run_id, timeout=60) == "succeeded"
+    assert await h.until_finished(run.run_id, timeout=60) == "succeeded"
     lines = [ln.split()[0] for ln in log.read_text().splitlines()]
     assert lines == [
         "start",
@@ -85,7 +85,7 @@ spec:
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     processes.append(spawn_worker(db_url, tmp_path / "art", extra=FAST_LEASES))
-    assert await h.until_settled(run.run_id, timeout=60) == "succeeded"
+    assert await h.until_finished(run.run_id, timeout=60) == "succeeded"
     kinds = [ln.split()[0] for ln in (jobs / "events.log").read_text().splitlines()]
     assert kinds.count("submit") == 1
     assert kinds.count("fetch") == 1

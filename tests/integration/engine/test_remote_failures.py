@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from dirigent.engine.runtime.cancelling import cancel_run, tell_owed_remotes
-from dirigent.engine.store import runs as runs_store
 from dirigent.engine.store.pool import in_transaction
+from dirigent.engine.store.transactions import runs as runs_store
 from tests.integration.engine.harness import Harness
 from tests.waiting import eventually
 
@@ -50,7 +50,7 @@ async def test_probe_errors_keep_the_handle_and_probe_again(h: Harness, tmp_path
     await h.apply(remote(tmp_path, extra=", probe_errors: 2"))
     run = await h.run("remote")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     assert kinds(tmp_path).count("submit") == 1, "a probe error must never resubmit the job"
     [job] = await h.attempts(run.run_id, "job")
     assert job["number"] == 1 and job["probe_errors"] == 0
@@ -62,7 +62,7 @@ async def test_a_fetch_error_after_success_keeps_the_handle(h: Harness, tmp_path
     await h.apply(remote(tmp_path, extra=", fetch_errors: 1"))
     run = await h.run("remote")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     assert kinds(tmp_path).count("submit") == 1
     assert kinds(tmp_path).count("fetch") == 2
     [job] = await h.attempts(run.run_id, "job")
@@ -75,7 +75,7 @@ async def test_a_probe_error_budget_cancels_the_remote_then_fails_transient(
     await h.apply(remote(tmp_path, retry=1, extra=", probe_errors: 1000"))
     run = await h.run("remote")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id, timeout=30) == "failed"
+        assert await h.until_finished(run.run_id, timeout=30) == "failed"
     [job] = await h.attempts(run.run_id, "job")
     assert (job["error_class"], job["error_code"]) == ("transient", "engine.remote.lost")
     assert job["handle"] is not None
@@ -133,7 +133,7 @@ spec:
 """)
     run = await h.run("fast")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
         refs = {
             a["handle"]["ref"] for a in await h.attempts(run.run_id) if a["status"] == "cancelled"
         }

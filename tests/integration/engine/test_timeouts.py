@@ -36,7 +36,7 @@ spec:
 """)
     run = await h.run("own")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     [attempt] = await h.attempts(run.run_id, "call")
     assert attempt["error_code"] == "engine.block.error"
     assert "the upstream service timed out" in attempt["error_message"]
@@ -48,7 +48,7 @@ async def test_a_hanging_probe_is_bounded_and_counted_as_a_probe_error(
     await h.apply(hanging(tmp_path, extra=", probe_sleep: 3600", limits="timeout: 300ms"))
     run = await h.run("hang")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id, timeout=30) == "failed"
+        assert await h.until_finished(run.run_id, timeout=30) == "failed"
     [job] = await h.attempts(run.run_id, "job")
     assert job["error_code"] == "engine.remote.lost"
     assert kinds(tmp_path).count("submit") == 1
@@ -60,7 +60,7 @@ async def test_a_hanging_fetch_is_bounded(h: Harness, tmp_path: Path) -> None:
     await h.apply(hanging(tmp_path, extra=", fetch_sleep: 3600", limits="timeout: 300ms"))
     run = await h.run("hang")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id, timeout=30) == "failed"
+        assert await h.until_finished(run.run_id, timeout=30) == "failed"
     [job] = await h.attempts(run.run_id, "job")
     assert job["error_code"] == "engine.remote.lost"
     assert "fetch of remote job" in job["error_message"]
@@ -72,7 +72,7 @@ async def test_the_deadline_is_kept_while_a_probe_hangs(h: Harness, tmp_path: Pa
     await h.apply(hanging(tmp_path, extra=", probe_sleep: 3600", limits="deadline: 1s"))
     run = await h.run("hang")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id, timeout=15) == "failed"
+        assert await h.until_finished(run.run_id, timeout=15) == "failed"
     [job] = await h.attempts(run.run_id, "job")
     assert job["error_code"] == "engine.remote.deadline"
     assert (job["finished_at"] - job["first_started_at"]).total_seconds() < 10

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from dirigent.engine.store.pool import connect
-from dirigent.engine.store.progress import WORK_CHANNEL
+from dirigent.engine.store.transactions.progress import WORK_CHANNEL
 from tests.integration.engine.harness import Harness
 from tests.waiting import eventually, until
 
@@ -33,7 +33,7 @@ async def test_an_idle_worker_wakes_on_notify_not_on_its_poll(h: Harness) -> Non
         await eventually(lambda: h.fetchval(LISTENING), lambda n: n == 1, what="listening")
         run = await h.run("w")
         async with asyncio.timeout(15):
-            assert await h.until_settled(run.run_id) == "succeeded"
+            assert await h.until_finished(run.run_id) == "succeeded"
 
 
 async def test_a_step_an_outcome_makes_ready_notifies_the_idle_workers(h: Harness) -> None:
@@ -47,7 +47,7 @@ async def test_a_step_an_outcome_makes_ready_notifies_the_idle_workers(h: Harnes
     try:
         await listener.add_listener(WORK_CHANNEL, lambda *args: heard.append(args[2]))
         async with h.workers(1, poll_interval=60.0, sweep_interval=60.0):
-            assert await h.until_settled(run.run_id) == "succeeded"
+            assert await h.until_finished(run.run_id) == "succeeded"
         await until(lambda: heard, what="a notification from the outcome that queued b")
     finally:
         await listener.close()
@@ -68,7 +68,7 @@ async def test_without_notify_the_poll_still_finds_work(h: Harness) -> None:
         run.run_id,
     )
     async with h.workers(1, poll_interval=0.5, sweep_interval=60.0):
-        assert await h.until_settled(run.run_id, timeout=15) == "succeeded"
+        assert await h.until_finished(run.run_id, timeout=15) == "succeeded"
     [a] = await h.attempts(run.run_id, "a")
     assert a["started_at"] >= a["available_at"]
 
@@ -112,4 +112,4 @@ async def test_the_next_claim_does_not_wait_for_the_last_commit(h: Harness) -> N
             assert (await h.attempts(first.run_id, "a"))[0]["status"] == "running"
             await hold.commit()
             for run in (first, second):
-                assert await h.until_settled(run.run_id) == "succeeded"
+                assert await h.until_finished(run.run_id) == "succeeded"

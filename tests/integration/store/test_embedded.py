@@ -15,7 +15,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from dirigent.engine.store.embedded import (
+from dirigent.engine.infrastructure.embedded import (
     DEFAULT_OS_USER,
     EmbeddedPostgres,
     EmbeddedPostgresError,
@@ -101,7 +101,7 @@ def test_runs_as_a_normal_user(outside_pytest_tree: Path) -> None:
         f"""
         import asyncio, os
         import asyncpg
-        from dirigent.engine.store.embedded import EmbeddedPostgres, binaries_dir
+        from dirigent.engine.infrastructure.embedded import EmbeddedPostgres, binaries_dir
         binaries_dir()
         os.environ["HOME"] = {str(home)!r}
         os.setgroups([]); os.setgid({nobody.pw_gid}); os.setuid({nobody.pw_uid})

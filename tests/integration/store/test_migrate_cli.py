@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dirigent.engine.store.database import create_database, current_revision, head_revision
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
+from dirigent.engine.store.schema.database import create_database, current_revision, head_revision
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ import re
 import asyncpg
 import pytest
 
-from dirigent.engine.statuses import RunStatus, WorkStatus
+from dirigent.engine.shapes.statuses import RunStatus, WorkStatus
 from dirigent.engine.store.pool import asyncpg_dsn
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ import pytest
 import uvicorn
 
 from dirigent.engine import Engine, EngineSettings
-from dirigent.engine.plugins import discover
+from dirigent.engine.infrastructure.plugins import discover
 from dirigent.engine.store.pool import Database
 from tests.integration.engine.conftest import processes
 from tests.integration.engine.harness import Harness

@@ -90,11 +90,11 @@ async def test_a_failed_run_is_mailed_to_a_real_smtp_server(
     await h.apply(PIPELINE.format(needs=tmp_path / "never"))
     run = await h.run("nightly")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 30
         while True:
-            [note] = await h.engine.notifications("default", run.run_id)
+            [note] = await h.engine.runs.notifications("default", run.run_id)
             if note.status in ("delivered", "failed"):
                 break
             assert loop.time() < deadline, f"the alert is still {note.status}"

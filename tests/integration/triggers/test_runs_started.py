@@ -10,9 +10,9 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, generate_latest
 
 from dirigent.engine import Engine, RunRequest
-from dirigent.engine.plugins import discover
+from dirigent.engine.infrastructure.plugins import discover
+from dirigent.engine.shapes.views import BackfillRequest
 from dirigent.engine.store.pool import Database
-from dirigent.engine.views import BackfillRequest
 from tests.integration.engine.harness import Harness
 from tests.integration.triggers.conftest import settings_for
 from tests.integration.triggers.test_webhooks import TOKEN, apply_hook
@@ -62,34 +62,36 @@ async def test_every_door_counts_the_runs_it_starts(db_url: str, tmp_path: Path)
         await h.run("ingest")
         await h.run("ingest", idempotency_key="once")
         await h.run("ingest", idempotency_key="once")
-        await engine.start_runs([RunRequest("default", "ingest", triggered_by_kind="cli")] * 2)
+        await engine.runs.start_many([RunRequest("default", "ingest", triggered_by_kind="cli")] * 2)
         assert (started(registry, "api"), started(registry, "cli")) == (2, 2)
 
         # A webhook delivery (a refused one counts nothing).
-        accepted = await engine.receive_webhook(TOKEN, headers={}, body=body(b'{"order": 1}'))
+        accepted = await engine.triggers.receive_webhook(
+            TOKEN, headers={}, body=body(b'{"order": 1}')
+        )
         assert accepted.status_code == 202
-        refused = await engine.receive_webhook("x" * 40, headers={}, body=body(b"{}"))
+        refused = await engine.triggers.receive_webhook("x" * 40, headers={}, body=body(b"{}"))
         assert refused.status_code == 404
         assert started(registry, "webhook") == 1
 
         # A firing of the Schedule, under a clock moved past its next slot.
-        view = await engine.schedule("default", "hourly")
+        view = await engine.triggers.schedule("default", "hourly")
         assert view is not None and view.next_fire_at is not None
         due = view.next_fire_at + dt.timedelta(seconds=1)
-        fired = await engine.scheduler(clock=lambda: due).tick()
+        fired = await engine.triggers.scheduler(clock=lambda: due).tick()
         assert [f.ok for f in fired] == [True]
         assert started(registry, "schedule") == 1
 
         # A backfill counts one per window it created; a dry run counts none.
         start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
         end = start + dt.timedelta(hours=3)
-        await engine.backfill(
+        await engine.triggers.backfill(
             "default",
             "ingest",
             BackfillRequest(schedule="hourly", start=start, end=end, dry_run=True),
         )
         assert started(registry, "backfill") == 0
-        done = await engine.backfill(
+        done = await engine.triggers.backfill(
             "default", "ingest", BackfillRequest(schedule="hourly", start=start, end=end)
         )
         assert done.created == 3
@@ -139,7 +141,7 @@ async def test_a_run_started_by_a_step_is_counted_by_the_worker(
         await h.apply(PARENT)
         parent = await h.run("parent")
         async with h.workers(1) as [worker]:
-            assert await h.until_settled(parent.run_id, timeout=30) == "succeeded"
+            assert await h.until_finished(parent.run_id, timeout=30) == "succeeded"
         # Then the child run counts once under trigger "pipeline", in the registry the
         # worker process serves, beside the parent's own start (counted by its door)
         labels = {"namespace": "default", "pipeline": "child", "trigger": "pipeline"}

@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from dirigent.engine.health import check_opened
-from dirigent.engine.store.crypto import SealError
+from dirigent.engine.infrastructure.crypto import SealError
+from dirigent.engine.runtime.health import check_opened
 from dirigent.sdk import ConnectionKind, HealthReport
 
 

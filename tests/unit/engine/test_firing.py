@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from dirigent.engine.firing import Cadence, decide
+from dirigent.engine.rules.firing import Cadence, decide
 
 UTC = dt.UTC
 OSLO = ZoneInfo("Europe/Oslo")

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from dirigent.engine.resolving import Scope, UnresolvedReference, resolve
+from dirigent.engine.rules.resolving import Scope, UnresolvedReference, resolve
 
 
 def scope(**kw: object) -> Scope:

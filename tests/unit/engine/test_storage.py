@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dirigent.engine.storage import FileStorage, StorageRefused, Storages
+from dirigent.engine.infrastructure.storage import FileStorage, StorageRefused, Storages
 
 
 async def test_writes_are_atomic_and_read_back(tmp_path: Path) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dirigent.engine.manifests import Pipeline
-from dirigent.engine.validation.pipelines import check_pipeline
+from dirigent.engine.rules.validation.pipelines import check_pipeline
+from dirigent.engine.shapes.manifests import Pipeline
 
 
 def _pipeline(steps: dict[str, Any], **spec: Any) -> Pipeline:
@@ -103,8 +103,8 @@ def test_duplicate_alert_names_are_refused() -> None:
 
 def test_a_document_refused_for_its_shape_still_gets_its_whole_document_checks() -> None:
     """Every problem at once: an unknown field does not hide a cycle or a bad reference."""
-    from dirigent.engine.manifests.loading import read_text
-    from dirigent.engine.validation.documents import validate_documents
+    from dirigent.engine.rules.validation.documents import validate_documents
+    from dirigent.engine.shapes.manifests.loading import read_text
 
     docs, _ = read_text(
         """
@@ -128,7 +128,7 @@ spec:
 
 
 def test_salvage_gives_up_on_a_missing_required_field() -> None:
-    from dirigent.engine.validation.documents import salvage_pipeline
+    from dirigent.engine.rules.validation.documents import salvage_pipeline
 
     assert (
         salvage_pipeline(

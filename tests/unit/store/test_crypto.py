@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from dirigent.engine.store.crypto import SealError, SecretSealer, WrongKeyError
+from dirigent.engine.infrastructure.crypto import SealError, SecretSealer, WrongKeyError
 
 KEY = bytes(range(32))
 OTHER = bytes(range(1, 33))
@@ -87,7 +87,7 @@ def test_key_length_checked() -> None:
 
 
 def test_from_settings() -> None:
-    from dirigent.engine.settings import EngineSettings
+    from dirigent.engine.infrastructure.settings import EngineSettings
 
     settings = EngineSettings(secret_key=KEY.hex())
     sealed = SecretSealer.from_settings(settings).seal("v", **WHERE)

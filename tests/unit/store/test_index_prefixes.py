@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sqlalchemy import Column, Index, Table, UniqueConstraint
 
-from dirigent.engine.store import tables as t
+from dirigent.engine.store.schema import tables as t
 
 
 def _keys(table: Table) -> list[tuple[str, tuple[str, ...], bool]]:

@@ -9,7 +9,7 @@ import os
 import pytest
 from pydantic import ValidationError
 
-from dirigent.engine.settings import EngineSettings, decode_secret_key
+from dirigent.engine.infrastructure.settings import EngineSettings, decode_secret_key
 
 KEY = bytes(range(32))
 

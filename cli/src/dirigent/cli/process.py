@@ -27,10 +27,8 @@ from typing import Annotated, Any, NoReturn
 import typer
 from pydantic import ValidationError
 
-from dirigent.engine.logconfig import configure_logging
-from dirigent.engine.problems import EngineUnavailable
-from dirigent.engine.settings import EngineSettings
-from dirigent.engine.store.embedded import EmbeddedPostgresError
+from dirigent.engine import EmbeddedPostgresError, EngineSettings, configure_logging
+from dirigent.engine.shapes.problems import EngineUnavailable
 
 __all__ = [
     "EXIT_FAILURE",

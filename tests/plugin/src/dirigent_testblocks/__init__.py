@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import signal
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -314,6 +315,29 @@ class CrashOperator(Operator[CrashConfig, Empty]):
         return Empty()
 
 
+class ExitsConfig(_Config):
+    raises: Literal["SystemExit", "KeyboardInterrupt", "custom"]
+
+
+class _Custom(BaseException):
+    """A BaseException of a block's own making."""
+
+
+class ExitsOperator(Operator[ExitsConfig, Empty]):
+    """Raises a BaseException from inside the block, as a careless ``sys.exit()`` would."""
+
+    spec: ClassVar[OperatorSpec] = OperatorSpec(id="testing.exits", summary="Raise SystemExit.")
+    config_model: ClassVar[type[BaseModel]] = ExitsConfig
+    output_model: ClassVar[type[BaseModel]] = Empty
+
+    async def execute(self, config: ExitsConfig, ctx: StepContext) -> Empty:
+        if config.raises == "SystemExit":
+            sys.exit(3)
+        if config.raises == "KeyboardInterrupt":
+            raise KeyboardInterrupt
+        raise _Custom("a custom BaseException")
+
+
 class TimesOutConfig(_Config):
     pass
 
@@ -375,6 +399,7 @@ class TestingPlugin:
                 PoisonOperator(),
                 CrashOperator(),
                 TimesOutOperator(),
+                ExitsOperator(),
             ],
             sensors=[TickSensor()],
             notifiers=[PostNotifier()],

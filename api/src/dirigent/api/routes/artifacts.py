@@ -21,14 +21,14 @@ async def list_artifacts(
     limit: Limit = 50,
     after: After = None,
 ) -> Page[ArtifactView]:
-    return await engine.artifacts(namespace, run_id, cursor=after, limit=limit)
+    return await engine.runs.artifacts(namespace, run_id, cursor=after, limit=limit)
 
 
 @router.get("/{artifact_id}", operation_id="getRunArtifact", summary="One artifact's metadata")
 async def get_artifact(
     engine: EngineDep, _: CanGetRuns, namespace: Namespace, run_id: RunId, artifact_id: ArtifactId
 ) -> ArtifactView:
-    found = await engine.artifact(namespace, run_id, artifact_id)
+    found = await engine.runs.artifact(namespace, run_id, artifact_id)
     if found is None:
         raise not_found("artifact", artifact_id, namespace)
     return found[0]  # the content iterator is never started, so it holds nothing
@@ -44,7 +44,7 @@ async def get_artifact(
 async def get_artifact_content(
     engine: EngineDep, _: CanGetRuns, namespace: Namespace, run_id: RunId, artifact_id: ArtifactId
 ) -> StreamingResponse:
-    found = await engine.artifact(namespace, run_id, artifact_id)
+    found = await engine.runs.artifact(namespace, run_id, artifact_id)
     if found is None:
         raise not_found("artifact", artifact_id, namespace)
     view, content = found

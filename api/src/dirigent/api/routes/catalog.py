@@ -18,7 +18,7 @@ router = APIRouter(prefix="/blocks", tags=["catalog"])
 
 @router.get("", operation_id="listBlocks", summary="The installed blocks and their schemas")
 async def list_blocks(engine: EngineDep, _: CanListBlocks) -> list[BlockView]:
-    return engine.blocks()
+    return engine.system.blocks()
 
 
 @router.get("/{block_id}", operation_id="getBlock", summary="One block's published schemas")
@@ -27,7 +27,7 @@ async def get_block(
     _: CanListBlocks,
     block_id: Annotated[str, Path(min_length=1, max_length=200)],
 ) -> BlockView:
-    for view in engine.blocks():
+    for view in engine.system.blocks():
         if view.id == block_id:
             return view
     raise not_found("block", block_id)

@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from dirigent.engine.store.connections import open_connection
-from dirigent.engine.store.crypto import SecretSealer
+from dirigent.engine.infrastructure.crypto import SecretSealer
+from dirigent.engine.store.transactions.connections import open_connection
 from dirigent.sdk import BlockSpec
 
 __all__ = ["Unopenable", "open_declared"]

@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 import structlog
 from pydantic import BaseModel, JsonValue
 
-from dirigent.engine.attempts import LogLine
-from dirigent.engine.manifests.pipeline import Step
-from dirigent.engine.storage import FileStorage, Storages
+from dirigent.engine.infrastructure.storage import FileStorage, Storages
+from dirigent.engine.shapes.attempts import LogLine
+from dirigent.engine.shapes.manifests.pipeline import Step
 from dirigent.sdk import BlockFailure, ErrorClass, Message, Runs, Sensor
 
 M = TypeVar("M", bound=BaseModel)

@@ -18,14 +18,14 @@ from typing import Any, Literal
 
 import structlog
 
-from dirigent.engine.plugins import Catalog
-from dirigent.engine.store import alerts
-from dirigent.engine.store.alerts import Claimed
-from dirigent.engine.store.connections import open_connection
-from dirigent.engine.store.crypto import SecretSealer
+from dirigent.engine.infrastructure.crypto import SecretSealer
+from dirigent.engine.infrastructure.plugins import Catalog
+from dirigent.engine.infrastructure.trigger_metrics import NotificationMetrics
 from dirigent.engine.store.pool import DATABASE_ERRORS, Pool, in_transaction
-from dirigent.engine.store.versions import VersionCache
-from dirigent.engine.trigger_metrics import NotificationMetrics
+from dirigent.engine.store.transactions import alerts
+from dirigent.engine.store.transactions.alerts import Claimed
+from dirigent.engine.store.transactions.connections import open_connection
+from dirigent.engine.store.transactions.versions import VersionCache
 from dirigent.sdk import NotificationMessage
 
 log = structlog.get_logger("dirigent.notify")

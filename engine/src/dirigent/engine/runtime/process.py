@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 import signal
 
-from dirigent.engine.metrics import WorkerMetrics
-from dirigent.engine.plugins import discover
+from dirigent.engine.infrastructure.crypto import SecretSealer
+from dirigent.engine.infrastructure.metrics import WorkerMetrics
+from dirigent.engine.infrastructure.plugins import discover
+from dirigent.engine.infrastructure.settings import EngineSettings
+from dirigent.engine.infrastructure.storage import FileStorage
 from dirigent.engine.runtime.worker import Worker, WorkerConfig
-from dirigent.engine.settings import EngineSettings
-from dirigent.engine.storage import FileStorage
-from dirigent.engine.store.crypto import SecretSealer
 from dirigent.engine.store.pool import asyncpg_dsn, create_pool
 
 

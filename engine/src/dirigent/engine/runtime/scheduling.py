@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from dirigent.engine.firing import DEFAULT_GRACE
-from dirigent.engine.store import leadership, schedules
+from dirigent.engine.infrastructure.trigger_metrics import RunMetrics, SchedulerMetrics
+from dirigent.engine.rules.firing import DEFAULT_GRACE
 from dirigent.engine.store.pool import DATABASE_ERRORS, Connection, Pool, connect, in_transaction
-from dirigent.engine.store.schedules import CreateRun, Fired
-from dirigent.engine.trigger_metrics import RunMetrics, SchedulerMetrics
+from dirigent.engine.store.transactions import leadership, schedules
+from dirigent.engine.store.transactions.schedules import CreateRun, Fired
 
 log = structlog.get_logger("dirigent.scheduler")
 
