@@ -20,6 +20,7 @@ EXPECTED = {
     "ENTITY_NAME_PATTERN",
     "NAMESPACE_PATTERN",
     "ENTRY_POINT_GROUP",
+    "REDACTED",
     "SCHEME_PATTERN",
     "STEP_NAME_PATTERN",
     "ArtifactInfo",
@@ -76,9 +77,14 @@ EXPECTED = {
     "is_entity_name",
     "is_step_name",
     "json_safe",
+    "redact",
+    "redact_json",
+    "redacting",
     "secret_fields",
+    "secret_values",
     "step_name_problem",
     "stream_copy",
+    "validation_summary",
 }
 
 

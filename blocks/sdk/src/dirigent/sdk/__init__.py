@@ -10,7 +10,8 @@ Modules: ``names`` (entity / step / block-id grammars), ``units`` (Duration, Siz
 (check_config problems), ``specs`` (block declarations), ``results`` (handles, probe
 results, NotYet), ``context`` (StepContext and what it carries), ``blocks`` (Operator,
 Sensor), ``storage`` (storage backends: ObjectStore, StorageBackend, their errors),
-``plugins`` (Contribution, connection kinds, notifiers, entry-point group).
+``plugins`` (Contribution, connection kinds, notifiers, entry-point group), ``secrets``
+(redacting known secret values from text, describing a refusal without its input).
 """
 
 from pydantic import JsonValue
@@ -62,6 +63,14 @@ from dirigent.sdk.plugins import (
     secret_fields,
 )
 from dirigent.sdk.results import NotYet, ProbeResult, ProbeStatus, RemoteHandle
+from dirigent.sdk.secrets import (
+    REDACTED,
+    redact,
+    redact_json,
+    redacting,
+    secret_values,
+    validation_summary,
+)
 from dirigent.sdk.specs import BlockSpec, ConnectionField, OperatorSpec, SensorSpec
 from dirigent.sdk.storage import (
     DEFAULT_CHUNK_SIZE,
@@ -88,6 +97,7 @@ __all__ = [
     "ENTITY_NAME_PATTERN",
     "ENTRY_POINT_GROUP",
     "NAMESPACE_PATTERN",
+    "REDACTED",
     "SCHEME_PATTERN",
     "STEP_NAME_PATTERN",
     "ArtifactInfo",
@@ -144,7 +154,12 @@ __all__ = [
     "is_entity_name",
     "is_step_name",
     "json_safe",
+    "redact",
+    "redact_json",
+    "redacting",
     "secret_fields",
+    "secret_values",
     "step_name_problem",
     "stream_copy",
+    "validation_summary",
 ]
