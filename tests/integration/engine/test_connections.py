@@ -146,3 +146,41 @@ async def test_a_connection_whose_kind_changed_after_apply_is_not_opened(h: Harn
     [call] = await h.attempts(run.run_id)
     assert (call["error_class"], call["error_code"]) == ("rejected", "engine.connection.unopenable")
     assert "of kind 'webhook', not http" in call["error_message"]
+
+
+PLANTED = "planted-secret-0042-xyzzy"
+
+
+@pytest.mark.parametrize("how", ["exception", "failure", "log", "misfit"])
+async def test_a_planted_secret_appears_in_no_error_log_or_view(h: Harness, how: str) -> None:
+    """Each way a block can quote its connection's secret: the attempt's error and params, the
+    run log, the failure views the API and CLI read — the secret is in none of them."""
+    sealer = SecretSealer(os.urandom(32))
+    await apply_connection(h, sealer, {"token": PLANTED})
+    await h.apply(f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: leaky}}
+spec:
+  steps:
+    call: {{block: testing.leaks, config: {{connection: api, how: {how}}}}}
+""")
+    run = await h.run("leaky")
+    async with h.workers(1, sealer=sealer):
+        assert await h.until_finished(run.run_id) == "failed"
+    attempts = await h.attempts(run.run_id)
+    logs = await h.logs(run.run_id)
+    detail = await h.engine.runs.get("default", run.run_id)
+    failures = await h.engine.runs.failures("default", run.run_id)
+    rows = await h.fetchval(
+        "SELECT string_agg(t::text, ' ') FROM (SELECT * FROM step_attempts) t"
+    ) + await h.fetchval("SELECT string_agg(t::text, ' ') FROM (SELECT * FROM log_entries) t")
+    everything = repr((attempts, logs, detail, failures, rows))
+    assert PLANTED not in everything
+    assert "[redacted]" in everything or how == "misfit"  # the line is there, the value is not
+    [call] = attempts
+    assert call["error_code"] in (
+        "testing.leaks.failed",
+        "engine.block.error",
+        "engine.connection.unavailable",
+    )

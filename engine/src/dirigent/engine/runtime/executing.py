@@ -32,8 +32,9 @@ from dirigent.engine.rules.resolving import (
     resolve,
 )
 from dirigent.engine.runtime.child_runs import StepRuns
-from dirigent.engine.runtime.connecting import Unopenable, open_declared
+from dirigent.engine.runtime.connecting import Opened, Unopenable, open_declared
 from dirigent.engine.runtime.context import EngineContext, deadline_of, timeout_of
+from dirigent.engine.runtime.redacting import redacted
 from dirigent.engine.shapes.attempts import Artifact, Claimed, LogLine, Outcome, Parking
 from dirigent.engine.shapes.manifests.enums import TimeoutOutcome
 from dirigent.engine.shapes.manifests.pipeline import Pipeline, Step
@@ -283,17 +284,18 @@ async def execute_attempt(
     call = _Call(
         a, worker_id, step, entry, config, resolved, ctx, started, storage, settings, on_fetched
     )
+    secrets = connections.secrets if isinstance(connections, Opened) else frozenset()
     try:
-        return await _call_block(call)
+        return redacted(await _call_block(call), secrets)
     except asyncio.CancelledError:
         raise
     except Exception as err:
-        return _classified(call, err)
+        return redacted(_classified(call, err), secrets)
     except BaseException as err:
         # A block's BaseException ends its attempt, never the worker: left to propagate, it
         # took the worker down and the attempt went back to the queue to take the next
         # worker down too.
-        return _crashed(call, err)
+        return redacted(_crashed(call, err), secrets)
 
 
 def _configure(
