@@ -204,7 +204,7 @@ def test_apply_needs_the_right_on_the_kind_it_writes(
         "apiVersion": "dirigent.dev/v1alpha1",
         "kind": "Connection",
         "metadata": {"name": "api"},
-        "spec": {"type": "http", "settings": {"baseUrl": "http://example.invalid"}},
+        "spec": {"type": "http", "settings": {"url": "http://example.invalid"}},
     }
     base = f"{api_url}/api/v1/namespaces/{namespace}"
     with httpx.Client(base_url=base, timeout=30) as http:

@@ -247,7 +247,11 @@ def test_a_missing_secret_names_the_reference(operator: Any, given: Given) -> No
         "apiVersion": API,
         "kind": "Connection",
         "metadata": {"name": "lonely"},
-        "spec": {"type": "http", "secrets": {"token": {"name": "nowhere", "key": "token"}}},
+        "spec": {
+            "type": "http",
+            "settings": {"url": "https://example.invalid"},
+            "secrets": {"token": {"name": "nowhere", "key": "token"}},
+        },
     }
     then = given.objects(conn).when.applied().then
     then.condition("Ready", "False").field(
@@ -548,7 +552,11 @@ def test_a_binary_key_beside_the_one_read_is_harmless_and_a_binary_key_read_is_n
             "apiVersion": API,
             "kind": "Connection",
             "metadata": {"name": name},
-            "spec": {"type": "http", "secrets": {"token": {"name": "mixed", "key": key}}},
+            "spec": {
+                "type": "http",
+                "settings": {"url": "https://example.invalid"},
+                "secrets": {"token": {"name": "mixed", "key": key}},
+            },
         }
 
     ready(given.objects(conn("text-key", "token")).when.applied().then)

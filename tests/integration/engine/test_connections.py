@@ -184,3 +184,27 @@ spec:
         "engine.block.error",
         "engine.connection.unavailable",
     )
+
+
+async def test_a_connection_its_kind_does_not_accept_is_refused_at_apply(h: Harness) -> None:
+    docs, _ = read_text(CONNECTION.replace('{url: "https://api.example.test"}', "{port: 1}"))
+    manifest, problems = parse_manifest(docs[0].data)
+    assert manifest is not None, problems
+    sealer = SecretSealer(os.urandom(32))
+    with pytest.raises(ProblemsError) as refused:
+        await in_transaction(
+            h.pool,
+            lambda c: apply_manifest(
+                c,
+                manifest,
+                namespace="default",
+                catalog=h.catalog,
+                sealer=sealer,
+                secret_values={"token": PLANTED},
+            ),
+        )
+    problems = refused.value.problems
+    assert {p.code for p in problems} == {"connection.settings.invalid"}
+    assert any(p.location.startswith("spec.settings") for p in problems), problems
+    assert PLANTED not in repr(problems)
+    assert await h.fetchval("SELECT count(*) FROM connections") == 0
