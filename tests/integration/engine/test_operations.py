@@ -55,7 +55,7 @@ async def test_workers_register_heartbeat_and_stop_cleanly(
     row = await h.fetchval(
         "SELECT row(hostname <> '', version, plugins, tags, concurrency, status)::text FROM workers"
     )
-    assert row == '(t,0.1.0,"[""builtin"", ""testing""]","[""gpu"", ""eu""]",3,active)'
+    assert row == '(t,0.1.0,"[""builtin"", ""s3"", ""testing""]","[""gpu"", ""eu""]",3,active)'
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
     assert await h.fetchval("SELECT status FROM workers") == "stopped"
