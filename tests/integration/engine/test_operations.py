@@ -135,7 +135,8 @@ spec:
     async with h.workers(1):
         await h.until_finished(old.run_id)
         await h.until_finished(new.run_id)
-    old_scratch = Path(h.storage.path(h.storage.run_prefix(old.run_id)))
+    assert h.storage.files is not None
+    old_scratch = h.storage.files.path(h.storage.run_prefix(h.namespace, old.run_id))
     assert old_scratch.exists()  # the large output was written under the run's prefix
     await h.execute(
         "UPDATE runs SET finished_at = now() - interval '40 days' WHERE id = $1", old.run_id
