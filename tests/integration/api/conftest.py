@@ -45,15 +45,17 @@ class Api:
 @contextlib.asynccontextmanager
 async def served(
     url: str,
-    root: Path,
+    root: Path | str,
     *,
     streams: StreamBudget | None = None,
     stream_settings: StreamSettings | None = None,
     auth: Auth | None = None,
+    artifact_connection: str | None = None,
 ) -> AsyncIterator[Api]:
     settings = EngineSettings(
         database_url=url,
-        artifact_root=root,
+        artifact_root=root,  # type: ignore[arg-type]  # a folder or a URI
+        artifact_connection=artifact_connection,
         metrics_port=None,
         secret_key=SECRET_KEY,  # type: ignore[arg-type]
         enabled_unsafe_blocks=["testing.unsafe"],
@@ -75,6 +77,7 @@ async def served(
             yield Api(server, client, Harness(engine, database.pool, url), metrics)
     finally:
         await server.stop()
+        await engine.storage.aclose()
         await database.close()
 
 

@@ -143,18 +143,22 @@ def spawn_worker(
 
 @contextlib.asynccontextmanager
 async def harness(
-    url: str, root: Path, *, unsafe: tuple[str, ...] = ("testing.unsafe",)
+    url: str, root: Path | str, *, unsafe: tuple[str, ...] = ("testing.unsafe",), **more: Any
 ) -> AsyncIterator[Harness]:
+    """``more``: further EngineSettings (``artifact_connection``, ``secret_key``, ...)."""
     settings = EngineSettings(
         database_url=url,
-        artifact_root=root,
+        artifact_root=root,  # type: ignore[arg-type]  # a folder or a URI
         metrics_port=None,
         enabled_unsafe_blocks=list(unsafe),
+        **more,
     )
     database = await Database.connect(url, max_size=20)
+    engine = Engine(settings, database, discover())
     try:
-        yield Harness(Engine(settings, database, discover()), database.pool, url)
+        yield Harness(engine, database.pool, url)
     finally:
+        await engine.storage.aclose()  # the stores it opened (an S3 client's sessions)
         await database.close()
 
 
