@@ -21,7 +21,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from dirigent.engine import EngineSettings, ProblemsError
+from dirigent.engine.infrastructure.crypto import SecretSealer
 from dirigent.engine.shapes.manifests import parse_manifest
+from dirigent.engine.store.pool import in_transaction
+from dirigent.engine.store.transactions.connections import apply_connection as store_connection
 from tests.integration.blocks.conftest import Server
 from tests.integration.blocks.test_http import pipeline, run_one
 from tests.integration.engine.harness import Harness, harness
@@ -53,7 +57,25 @@ async def apply_connection(
     }
     manifest, problems = parse_manifest(doc)
     assert manifest is not None, problems
-    await h.engine.manifests.apply(manifest, h.namespace, secret_values=secrets)
+    refused: list[ProblemsError] = []
+    try:
+        await h.engine.manifests.apply(manifest, h.namespace, secret_values=secrets)
+    except ProblemsError as err:
+        refused.append(err)
+    if not refused:
+        return
+    # The door refuses a Connection its kind does not accept, never quoting a value...
+    assert {p.code for p in refused[0].problems} == {"connection.settings.invalid"}
+    assert_nowhere(repr(refused[0].problems), secrets=tuple(secrets.values()))
+    # ...but a row stored before that check, or whose kind changed since, still reaches the
+    # runtime: store it underneath the door, as such a row would be, to prove that path too.
+    sealer = SecretSealer.from_settings(EngineSettings())
+    await in_transaction(
+        h.pool,
+        lambda c: store_connection(
+            c, manifest, namespace=h.namespace, secret_values=secrets, sealer=sealer
+        ),
+    )
 
 
 async def everything_stored(h: Harness, holding: str) -> str:
