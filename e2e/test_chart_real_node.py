@@ -160,15 +160,17 @@ def _two_of_each_are_ready_and_the_leader_hands_over(install: Install, values: P
         lease = kubectl.json("get", "lease", f"{install.fullname}-operator", "-n", namespace)
         return str(lease["spec"].get("holderIdentity") or "")
 
+    def live_operators() -> set[str]:
+        return {p["metadata"]["name"] for p in _pods(kubectl, namespace, "operator")
+                if not p["metadata"].get("deletionTimestamp")}  # fmt: skip
+
+    # Right after the rollout the Lease may still name a replaced pod (released or expiring).
+    wait_until(lambda: holder() in live_operators(), what="a live operator leading", timeout=60)
     leader = holder()
-    [leader_pod] = [p for p in _pods(kubectl, namespace, "operator")
-                    if leader.startswith(p["metadata"]["name"])]  # fmt: skip
-    others = {p["metadata"]["name"] for p in _pods(kubectl, namespace, "operator")} - {
-        leader_pod["metadata"]["name"]
-    }
-    kubectl.run("delete", "pod", leader_pod["metadata"]["name"], "-n", namespace, "--wait=false")
+    others = live_operators() - {leader}
+    kubectl.run("delete", "pod", leader, "-n", namespace, "--wait=false")
     wait_until(
-        lambda: any(holder().startswith(name) for name in others),
+        lambda: holder() in others,
         what="the standby operator holding the Lease",
         timeout=30,
     )
@@ -235,7 +237,13 @@ spec:
   steps:
 {steps}
 """
-DIAL = "import socket; socket.create_connection(('{host}', {port}), timeout=3); print('reached')"
+# The policy agent programs a new NetworkPolicy within a second or two of the Job's creation;
+# the dial waits past that, so what it proves is the policy in force (docs/security.md says
+# a pod's very first instants may precede it).
+DIAL = (
+    "import socket, time; time.sleep(5); "
+    "socket.create_connection(('{host}', {port}), timeout=3); print('reached')"
+)
 
 
 def _a_tenant_namespace_runs_jobs_without_hand_made_rbac_and_without_network(
@@ -263,7 +271,7 @@ def _a_tenant_namespace_runs_jobs_without_hand_made_rbac_and_without_network(
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
     wait_until(ready, what="the tenant's Pipeline Ready", timeout=60)
-    token = chartnode.admin_token(kubectl, namespace)
+    token = chartnode.admin_token(kubectl, namespace, name="dirigent-tenant-check")
     run_id, state = asyncio.run(_run_through_the_api(url, token, tenant, "reach-the-api"))
     assert state == "failed", state  # the closed step failed; the open one did not
     jobs = kubectl.json("get", "jobs", "-n", tenant, "-l", f"dirigent.dev/run={run_id}")
@@ -305,7 +313,8 @@ def _clean_up(install: Install) -> None:
     # No operator is left to remove its finalizer; the namespace must be deletable.
     kubectl.run("patch", "pipeline", "hello-container", "-n", namespace, "--type=merge",
                 "-p", '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
-    kubectl.run("delete", "clusterrolebinding", f"{namespace}-dirigent-demo", check=False)
+    for account in ("dirigent-demo", "dirigent-tenant-check"):
+        kubectl.run("delete", "clusterrolebinding", f"{namespace}-{account}", check=False)
     kubectl.run("delete", "clusterrole,clusterrolebinding", "-l",
                 f"app.kubernetes.io/instance={release}", "--wait=false", check=False)  # fmt: skip
 
