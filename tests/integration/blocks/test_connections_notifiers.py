@@ -30,9 +30,9 @@ from dirigent.blocks.connections import (
     WebhookConnectionKind,
 )
 from dirigent.blocks.notifiers import EmailNotifier, LogNotifier, SlackNotifier, WebhookNotifier
-from dirigent.engine.store.pool import asyncpg_dsn
 from dirigent.sdk import BlockFailure, ErrorClass, NotificationMessage
-from tests.integration.blocks.conftest import Server
+from tests.support.postgres import plain_dsn
+from tests.support.servers import Server
 
 ALERT = NotificationMessage(
     event="run_failed",
@@ -177,7 +177,7 @@ async def test_http_webhook_and_slack_checks(server: Server) -> None:
 
 
 async def test_postgres_check_runs_select_one(db_url: str) -> None:
-    dsn = asyncpg_dsn(db_url)
+    dsn = plain_dsn(db_url)
     assert (await PostgresConnectionKind().check(PostgresConnection(dsn=SecretStr(dsn)))).ok
     wrong = dsn.rsplit("/", 1)[0] + "/no_such_database"
     assert not (await PostgresConnectionKind().check(PostgresConnection(dsn=SecretStr(wrong)))).ok
