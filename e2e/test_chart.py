@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dirigent.engine.infrastructure.settings import EngineSettings
+from dirigent.engine import EngineSettings
 from dirigent.operator.settings import OperatorSettings
 from e2e.gwt import Given
 from e2e.harness.binaries import REPO_ROOT
