@@ -73,6 +73,9 @@ def api_url(cluster: Cluster, kubectl: Kubectl, database: str) -> Iterator[str]:
             process.kill()
 
 
+AUDIENCE = "dirigent"  # DIRIGENT_API_TOKEN_AUDIENCES' default
+
+
 def _ready(url: str) -> bool:
     try:
         return httpx.get(f"{url}/health/ready", timeout=1).status_code == 200
@@ -88,7 +91,9 @@ def account(kubectl: Kubectl, namespace: str, name: str, role: str | None) -> di
             "create", "rolebinding", f"{name}-{role}", "-n", namespace,
             f"--clusterrole={role}", f"--serviceaccount={namespace}:{name}",
         )  # fmt: skip
-    token = kubectl.run("create", "token", name, "-n", namespace).stdout.strip()
+    token = kubectl.run(
+        "create", "token", name, "-n", namespace, "--audience", AUDIENCE
+    ).stdout.strip()
     return {"Authorization": f"Bearer {token}"}
 
 
@@ -134,6 +139,11 @@ def test_viewer_lists_but_cannot_run_editor_runs_nobody_is_forbidden(
         assert_problem(http.get("/pipelines", headers=nobody), 403, "auth.forbidden")
         bad = {"Authorization": "Bearer not-a-token-the-cluster-issued"}
         assert_problem(http.get("/pipelines", headers=bad), 401, "auth.unauthenticated")
+        # A real token of the editor's, minted for the cluster's own audience (full power
+        # against the Kubernetes API), is not accepted here: only `--audience dirigent`.
+        general = kubectl.run("create", "token", "editor", "-n", namespace).stdout.strip()
+        wrong = {"Authorization": f"Bearer {general}"}
+        assert_problem(http.get("/pipelines", headers=wrong), 401, "auth.unauthenticated")
         assert_problem(http.get("/pipelines"), 401, "auth.unauthenticated")
 
         # And the viewer's grant is namespaced: another namespace is forbidden to it
@@ -188,13 +198,15 @@ def test_apply_needs_the_right_on_the_kind_it_writes(
         "create", "rolebinding", "pipeliner", "-n", namespace,
         "--role=pipelines-only", f"--serviceaccount={namespace}:pipeliner",
     )  # fmt: skip
-    token = kubectl.run("create", "token", "pipeliner", "-n", namespace).stdout.strip()
+    token = kubectl.run(
+        "create", "token", "pipeliner", "-n", namespace, "--audience", AUDIENCE
+    ).stdout.strip()
     pipeliner = {"Authorization": f"Bearer {token}"}
     connection = {
         "apiVersion": "dirigent.dev/v1alpha1",
         "kind": "Connection",
         "metadata": {"name": "api"},
-        "spec": {"type": "http", "settings": {"baseUrl": "http://example.invalid"}},
+        "spec": {"type": "http", "settings": {"url": "http://example.invalid"}},
     }
     base = f"{api_url}/api/v1/namespaces/{namespace}"
     with httpx.Client(base_url=base, timeout=30) as http:

@@ -1,10 +1,10 @@
 """The Helm chart for real: dirigent's own image runs on the real node, and runs a container.
 
 Given the project image built by ``make image`` and imported into the real node's
-containerd, an embedded PostgreSQL on the host's loopback and the harness's values
-(``e2e.harness.chartnode``), when ``helm install`` runs, then the migrate hook, the
-operator, the API and a worker run as real processes and become Ready through their own
-probes; a Pipeline applied with ``kubectl apply -f`` becomes Ready; a run started through
+containerd, an embedded PostgreSQL on the host's loopback (opened to the node's pods) and the
+harness's values (``e2e.harness.chartnode``), when ``helm install`` runs, then the migrate
+hook, the operator, the API and a worker run as real processes on the node's pod network
+and become Ready through their own probes; a second API replica runs beside the first; a Pipeline applied with ``kubectl apply -f`` becomes Ready; a run started through
 the API runs its ``docker.run`` step as a real container; ``kubectl get pipelines`` shows
 the run; ``helm uninstall`` keeps the CRDs, the Pipeline and the run history.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import ipaddress
 import re
 import uuid
 from collections.abc import Iterator
@@ -90,7 +91,6 @@ class Install:
     helm: Helm
     namespace: str
     release: str
-    ports: chartnode.Ports
 
     @property
     def fullname(self) -> str:
@@ -108,14 +108,65 @@ def _helm_install(install: Install, values: Path) -> None:
     assert migrate["status"].get("succeeded") == 1
 
 
-def _the_processes_are_real_containers(install: Install, node_name: str) -> None:
+def _the_processes_are_real_containers(install: Install, node: RealNode) -> None:
+    cidr = ipaddress.ip_network(node.network.cidr)
     for component in chartnode.COMPONENTS:
         [pod] = _pods(install.kubectl, install.namespace, component)
-        assert pod["spec"]["nodeName"] == node_name, component
+        assert pod["spec"]["nodeName"] == node.node_name, component
+        assert not pod["spec"].get("hostNetwork"), component
+        assert ipaddress.ip_address(pod["status"]["podIP"]) in cidr, pod["status"]["podIP"]
         [status] = pod["status"]["containerStatuses"]
         assert status["ready"] and status["containerID"].startswith("containerd://")
         assert status["restartCount"] == 0, (component, status)
         print(f"pod start {component}: {pod_start_seconds(pod)}")
+
+
+def _a_second_api_replica_runs_beside_the_first(install: Install) -> None:
+    """Same containerPort, same node: on the host network the second would stay Pending."""
+    kubectl, namespace = install.kubectl, install.namespace
+    deployment = f"{install.fullname}-api"
+    kubectl.run("scale", "deployment", deployment, "-n", namespace, "--replicas=2")
+    kubectl.run("rollout", "status", "deployment", deployment, "-n", namespace, "--timeout=120s")
+    pods = _pods(kubectl, namespace, "api")
+    assert len(pods) == 2 and len({p["status"]["podIP"] for p in pods}) == 2, pods
+    assert all(p["status"]["containerStatuses"][0]["ready"] for p in pods)
+    kubectl.run("scale", "deployment", deployment, "-n", namespace, "--replicas=1")
+    kubectl.run("rollout", "status", "deployment", deployment, "-n", namespace, "--timeout=120s")
+
+
+def _two_of_each_are_ready_and_the_leader_hands_over(install: Install, values: Path) -> None:
+    """Two operators, two APIs, two workers, all Ready by their real probes (a standby
+    operator that opened no port was killed by its liveness probe); a ``helm upgrade`` of a
+    changed value completes (it never did: maxUnavailable 0 waited on a standby that never
+    became Ready); deleting the leader's pod hands the Lease over within 30 s."""
+    kubectl, namespace = install.kubectl, install.namespace
+    upgraded = install.helm.run(
+        "upgrade", install.release, str(CHART), "-n", namespace, "-f", str(values),
+        "--set", "operator.replicas=2", "--set", "api.replicas=2", "--set", "worker.replicas=2",
+        "--set", "settings.stuckRun=2h", "--wait", "--timeout", "300s", check=False,
+    )  # fmt: skip
+    assert upgraded.returncode == 0, upgraded.stderr + _pod_logs(kubectl, namespace)
+    for component in ("operator", "api", "worker"):
+        pods = [p for p in _pods(kubectl, namespace, component) if p["status"].get("podIP")]
+        ready = [p for p in pods if all(c["ready"] for c in p["status"]["containerStatuses"])]
+        assert len(ready) == 2, (component, [p["status"] for p in pods])
+
+    def holder() -> str:
+        lease = kubectl.json("get", "lease", "dirigent-operator", "-n", namespace)
+        return str(lease["spec"].get("holderIdentity") or "")
+
+    leader = holder()
+    [leader_pod] = [p for p in _pods(kubectl, namespace, "operator")
+                    if leader.startswith(p["metadata"]["name"])]  # fmt: skip
+    others = {p["metadata"]["name"] for p in _pods(kubectl, namespace, "operator")} - {
+        leader_pod["metadata"]["name"]
+    }
+    kubectl.run("delete", "pod", leader_pod["metadata"]["name"], "-n", namespace, "--wait=false")
+    wait_until(
+        lambda: any(holder().startswith(name) for name in others),
+        what="the standby operator holding the Lease",
+        timeout=30,
+    )
 
 
 def _helm_test_passes(install: Install) -> None:
@@ -155,12 +206,12 @@ def _a_pipeline_runs_a_real_container(
 
     wait_until(ready, what="the Pipeline Ready", timeout=60)
     token = chartnode.admin_token(kubectl, namespace)
-    url = f"http://127.0.0.1:{install.ports.api}"
+    url = chartnode.api_url(kubectl, namespace, install.release)
     run_id, state = asyncio.run(_run_through_the_api(url, token, namespace))
     assert state == "succeeded", state
 
     engine = EngineClient(postgres.url, key)
-    [attempt] = engine.runs.attempts(namespace, run_id, "greet")
+    [attempt] = engine.attempts(namespace, run_id, "greet")
     assert attempt.output["exit_code"] == 0
     assert attempt.output["log_tail"].startswith("hello from 3.11")
     assert attempt.output["log_tail"].endswith(f"{nonce}\n")
@@ -193,7 +244,7 @@ def _uninstall_keeps_crds_and_history(install: Install, engine: EngineClient, ru
         kept = kubectl.json("get", "crd", crd)
         assert kept["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     assert kubectl.json("get", "pipeline", "hello-container", "-n", namespace)
-    assert engine.runs.get(namespace, run_id).status == "succeeded"  # the history is kept
+    assert engine.run(namespace, run_id).status == "succeeded"  # the history is kept
 
 
 def _clean_up(install: Install) -> None:
@@ -219,20 +270,22 @@ def test_helm_install_runs_dirigent_and_a_real_container(
     image = chartnode.build_project_image()
     chartnode.load_project_image(real_node, image)
     key = chartnode.new_secret_key()
-    kubectl.run("apply", "-f", "-", stdin=chartnode.secrets_manifest(namespace, postgres.url, key))
+    database_url = chartnode.pod_database_url(real_node, postgres.url)
+    kubectl.run("apply", "-f", "-", stdin=chartnode.secrets_manifest(namespace, database_url, key))
     install = Install(
         kubectl=kubectl,
         helm=Helm(kubeconfig=cluster.kubeconfig),
         namespace=namespace,
         release=f"r{uuid.uuid4().hex[:6]}",
-        ports=chartnode.Ports(),
     )
     chartnode.adopt_crds(kubectl, install.release, namespace)
     values = tmp_path / "values.yaml"
-    values.write_text(yaml.safe_dump(chartnode.values(image, cluster.kubeconfig, install.ports)))
+    values.write_text(yaml.safe_dump(chartnode.values(image, install.release)))
     try:
         _helm_install(install, values)
-        _the_processes_are_real_containers(install, real_node.node_name)
+        _the_processes_are_real_containers(install, real_node)
+        _a_second_api_replica_runs_beside_the_first(install)
+        _two_of_each_are_ready_and_the_leader_hands_over(install, values)
         _helm_test_passes(install)
         engine, run_id = _a_pipeline_runs_a_real_container(
             install, postgres, key, real_node.node_name

@@ -46,10 +46,18 @@ PENDING_FOREVER = {"requests": {"cpu": "1000"}}  # more than any kwok node offer
 
 @pytest.fixture
 async def h(
-    db_url: str, tmp_path: Path, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+    db_url: str,
+    tmp_path: Path,
+    cluster: Cluster,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Harness]:
     monkeypatch.setenv("DIRIGENT_KUBE_KUBECONFIG", str(cluster.kubeconfig))
     monkeypatch.setenv("DIRIGENT_SECRET_KEY", "0" * 64)  # seals the connection's secret
+    # The installation lets the harness's pipelines (namespace "default") run their Jobs in
+    # this test's fresh namespace, as a step names it.
+    placement = {"default": {"namespaces": [namespace]}}
+    monkeypatch.setenv("DIRIGENT_KUBE_PLACEMENT", json.dumps(placement))
     async with harness(db_url, tmp_path / "artifacts", unsafe=("docker.run",)) as found:
         yield found
 
@@ -113,10 +121,21 @@ async def test_a_job_runs_to_success_with_a_restricted_spec(
     assert "activeDeadlineSeconds" not in spec  # the step sets no timeout and no deadline
     pod = spec["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False
+    assert pod["enableServiceLinks"] is False
     container = pod["containers"][0]
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert container["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+    assert [v["name"] for v in pod["volumes"] if "emptyDir" in v] == ["tmp"]
+    assert container["resources"] == {
+        "requests": {"cpu": "100m", "memory": "128Mi"},
+        "limits": {"cpu": "1", "memory": "512Mi"},
+    }
     assert container["env"] == [{"name": "GREETING", "value": "hi"}]
+    assert job["metadata"]["labels"]["dirigent.dev/installation"] == ""
 
 
 async def test_a_failing_exit_code_fails_the_step_with_that_code(
@@ -357,6 +376,7 @@ metadata: {{name: jobs, namespace: {ns}}}
 rules:
 - {{apiGroups: [batch], resources: [jobs], verbs: [create, get, delete]}}
 - {{apiGroups: [""], resources: [pods, pods/log], verbs: [get, list]}}
+- {{apiGroups: [networking.k8s.io], resources: [networkpolicies], verbs: [create, patch, delete]}}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding

@@ -41,10 +41,15 @@ async def h(
     db_url: str,
     tmp_path: Path,
     cluster: Cluster,
+    namespace: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Harness]:
     monkeypatch.setenv("DIRIGENT_KUBE_KUBECONFIG", str(cluster.kubeconfig))
     monkeypatch.setenv("DIRIGENT_KUBE_POD_DEFAULTS", json.dumps(placement()))
+    # The harness's pipelines (namespace "default") may run Jobs in this test's namespace.
+    monkeypatch.setenv(
+        "DIRIGENT_KUBE_PLACEMENT", json.dumps({"default": {"namespaces": [namespace]}})
+    )
     async with harness(db_url, tmp_path / "artifacts", unsafe=("docker.run",)) as found:
         yield found
 

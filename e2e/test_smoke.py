@@ -38,7 +38,7 @@ FALLBACK_SAMPLES: dict[str, dict[str, Any]] = {
     "Pipeline": {"steps": {"greet": {"block": "noop"}}},
     "Schedule": {"pipeline": "hello", "cron": "0 5 * * *"},
     "Webhook": {"pipeline": "hello"},
-    "Connection": {"type": "http", "settings": {"baseUrl": "https://example.invalid"}},
+    "Connection": {"type": "http", "settings": {"url": "https://example.invalid"}},
 }
 
 

@@ -77,7 +77,7 @@ def finished(engine: EngineClient, namespace: str, run_id: int, timeout: float =
     seen: list[Any] = []
 
     def done() -> bool:
-        seen[:] = [engine.runs.get(namespace, run_id)]
+        seen[:] = [engine.run(namespace, run_id)]
         return seen[0] is not None and seen[0].status in {"succeeded", "failed", "cancelled"}
 
     wait_until(done, what=f"run {run_id} finished", timeout=timeout)

@@ -118,6 +118,7 @@ def start(
     *,
     tie_to_parent: bool,
     env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> Process:
     """Start ``argv`` with stdout and stderr appended to ``log_dir/<name>.log``."""
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -131,6 +132,7 @@ def start(
             start_new_session=True,
             preexec_fn=_die_with_parent if tie_to_parent else None,
             env=env,
+            cwd=cwd,
         )
     return Process(name=name, pid=popen.pid, exe=argv[0], log=log, popen=popen)
 

@@ -65,7 +65,10 @@ _SETTING_DOCS: dict[str, str] = {
     "scheduler_misfire_grace": "A slot missed by less than this still fires late; older "
     "ones follow the schedule's misfire policy.",
     "scheduler_tick": "How often the scheduler looks for due slots.",
+    "scheduler_catch_up": "Slots one schedule may owe after an outage before the rest count as a misfire (fired once, from now).",
     "webhook_max_body": "Largest webhook request body accepted (bytes, or 1mb).",
+    "api_max_body": "Largest request body the REST API accepts (bytes, or 4mb); larger is 413.",
+    "api_token_audiences": "Audiences a bearer token for the REST API must be minted for (kubectl create token NAME --audience dirigent); empty accepts any.",
     "notification_max_attempts": "Deliveries of one notification before it fails for good.",
     "notification_backoff": "Wait before a failed notification delivery is retried.",
     "report_max_size": "Largest run report kept (bytes, or 256kb).",
@@ -276,6 +279,30 @@ class Worker(Pod):
     pdb: Pdb = _f(Pdb(), "PodDisruptionBudget.")
 
 
+class Tenants(_Strict):
+    """The namespaces whose Pipelines run docker.run steps, and as whom (docs/security.md)."""
+
+    namespaces: list[str] = _f(
+        [],
+        "Tenant namespaces: each gets the worker's Role and a ServiceAccount for its Jobs (no "
+        "token mounted), so a Pipeline applied there runs docker.run with no hand-made RBAC; "
+        "empty (and no selector) means the release namespace.",
+    )
+    namespace_selector: dict[str, str] = _f(
+        {},
+        "Also serve every namespace carrying all these labels (read at install and upgrade: "
+        "a namespace labelled later is served from the next helm upgrade).",
+    )
+    job_service_account: str = _f(
+        "dirigent-job", "The ServiceAccount docker.run Jobs run as in each tenant namespace."
+    )
+    placement: dict[str, Any] = _f(
+        {},
+        "Entries of DIRIGENT_KUBE_PLACEMENT beyond the defaults, by namespace: namespace (an "
+        "execution namespace), namespaces, serviceAccount, serviceAccounts (docs/security.md).",
+    )
+
+
 class Migrations(Pod):
     enabled: bool = _f(True, "Run `dirigent migrate` as a pre-install / pre-upgrade hook Job.")
     backoff_limit: int = _f(3, "Retries of the migrate Job.", ge=0)
@@ -326,6 +353,7 @@ class Values(_Strict):
     operator: Operator = _f(Operator(), "`dirigent operator`.")
     api: Api = _f(Api(), "`dirigent api`.")
     worker: Worker = _f(Worker(), "`dirigent worker`.")
+    tenants: Tenants = _f(Tenants(), "Tenant namespaces and their docker.run placement.")
     migrations: Migrations = _f(
         Migrations(
             resources={"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dirigent.api.app import create_app
-from dirigent.api.auth import StaticToken, StreamBudget
+from dirigent.api.auth import Auth, StaticToken, StreamBudget
 from dirigent.api.client import Client
 from dirigent.api.metrics import ApiMetrics
 from dirigent.api.server import ApiServer
@@ -44,12 +44,13 @@ async def served(
     *,
     streams: StreamBudget | None = None,
     stream_settings: StreamSettings | None = None,
+    auth: Auth | None = None,
 ) -> AsyncIterator[Api]:
     async with harness(url, root, secret_key=SECRET_KEY) as h:
         metrics = ApiMetrics()
         app = create_app(
             h.engine,
-            auth=StaticToken(TOKEN),
+            auth=auth or StaticToken(TOKEN),
             metrics=metrics,
             streams=streams,
             stream_settings=stream_settings or StreamSettings(poll=0.1, lifetime=60),

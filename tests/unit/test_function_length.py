@@ -18,6 +18,7 @@ PACKAGES = [
     "api/src",
     "operator/src",
     "cli/src",
+    "storage/s3/src",
 ]
 LIMIT = 80
 KNOWN = {

@@ -222,18 +222,15 @@ async def test_postgres_check_runs_select_one(db_url: str) -> None:
     assert not (await PostgresConnectionKind().check(PostgresConnection(dsn=SecretStr(wrong)))).ok
 
 
-async def test_kubernetes_check_reports_an_unreachable_api_server(tmp_path: Any) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        """apiVersion: v1
+async def test_kubernetes_check_reports_an_unreachable_api_server() -> None:
+    kubeconfig = """apiVersion: v1
 kind: Config
 clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]
 users: [{name: u, user: {token: t}}]
 contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 """
-    )
     report = await KubernetesConnectionKind().check(
-        KubernetesConnection(kubeconfigPath=str(kubeconfig))
+        KubernetesConnection(kubeconfig=SecretStr(kubeconfig))
     )
     assert not report.ok and "unreachable" in (report.message or "")

@@ -141,3 +141,51 @@ async def test_a_connection_whose_kind_changed_after_apply_is_not_opened(k: Harn
     [call] = await k.attempts(run.run_id)
     assert (call["error_class"], call["error_code"]) == ("rejected", "engine.connection.unopenable")
     assert "of kind 'webhook', not http" in call["error_message"]
+
+
+PLANTED = "planted-secret-0042-xyzzy"
+
+
+@pytest.mark.parametrize("how", ["exception", "failure", "log", "misfit"])
+async def test_a_planted_secret_appears_in_no_error_log_or_view(k: Harness, how: str) -> None:
+    """Each way a block can quote its connection's secret: the attempt's error and params, the
+    run log, the failure views the API and CLI read — the secret is in none of them."""
+    await apply_connection(k, {"token": PLANTED})
+    await k.apply(f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: leaky}}
+spec:
+  steps:
+    call: {{block: testing.leaks, config: {{connection: api, how: {how}}}}}
+""")
+    run = await k.run("leaky")
+    async with k.workers(1):
+        assert await k.until_finished(run.run_id) == "failed"
+    attempts = await k.attempts(run.run_id)
+    logs = await k.logs(run.run_id)
+    detail = await k.engine.runs.get("default", run.run_id)
+    failures = await k.engine.runs.failures("default", run.run_id)
+    rows = await k.fetchval(
+        "SELECT string_agg(t::text, ' ') FROM (SELECT * FROM step_attempts) t"
+    ) + await k.fetchval("SELECT string_agg(t::text, ' ') FROM (SELECT * FROM log_entries) t")
+    everything = repr((attempts, logs, detail, failures, rows))
+    assert PLANTED not in everything
+    assert "[redacted]" in everything or how == "misfit"  # the line is there, the value is not
+    [call] = attempts
+    assert call["error_code"] in (
+        "testing.leaks.failed",
+        "engine.block.error",
+        "engine.connection.unavailable",
+    )
+
+
+async def test_a_connection_its_kind_does_not_accept_is_refused_at_apply(k: Harness) -> None:
+    misfit = CONNECTION.replace('{url: "https://api.example.test"}', "{port: 1}")
+    with pytest.raises(ProblemsError) as refused:
+        await apply_connection(k, {"token": PLANTED}, misfit)
+    problems = refused.value.problems
+    assert {p.code for p in problems} == {"connection.settings.invalid"}
+    assert any(p.location.startswith("spec.settings") for p in problems), problems
+    assert PLANTED not in repr(problems)
+    assert await k.fetchval("SELECT count(*) FROM connections") == 0

@@ -161,3 +161,36 @@ spec:
     assert boom["recoveries"] == 3
     assert len(path.read_text().splitlines()) == 3
     assert await h.steps(run.run_id) == {"boom": "failed", "after": "succeeded"}
+
+
+@pytest.mark.parametrize("raises", ["SystemExit", "KeyboardInterrupt", "custom"])
+async def test_a_block_raising_a_base_exception_fails_its_attempt_and_the_worker_goes_on(
+    h: Harness, raises: str
+) -> None:
+    """``sys.exit()`` in a block took the worker down and, handed back, every next worker."""
+    await h.apply(f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: exits}}
+spec:
+  steps:
+    bye: {{block: testing.exits, config: {{raises: {raises}}}}}
+    after: {{block: core.noop, dependsOn: [bye], rule: AllDone}}
+""")
+    await h.apply(HEAD_OK)
+    first = await h.run("exits")
+    async with h.workers(1) as (worker,):
+        assert await h.until_finished(first.run_id) == "failed"
+        # The same worker goes on with the next run.
+        second = await h.run("ok", {"name": "fine", "tags": []})
+        assert await h.until_finished(second.run_id) == "succeeded"
+        assert worker.executed >= 3
+    [bye] = await h.attempts(first.run_id, "bye")
+    assert (bye["status"], bye["error_class"], bye["error_code"]) == (
+        "failed",
+        "crashed",
+        "engine.block.crashed",
+    )
+    assert raises.replace("custom", "_Custom") in bye["error_message"]
+    assert len(await h.attempts(first.run_id, "bye")) == 1  # not re-run by any policy
+    assert await h.steps(first.run_id) == {"bye": "failed", "after": "succeeded"}

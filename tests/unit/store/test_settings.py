@@ -95,3 +95,19 @@ def test_heartbeat_must_be_shorter_than_lease() -> None:
 def test_decode_rejects_hex_of_wrong_length() -> None:
     with pytest.raises(ValueError, match="32 bytes"):
         decode_secret_key("ab" * 16)
+
+
+def test_a_pooler_url_without_a_direct_url_is_warned_about() -> None:
+    from dirigent.engine import pooler_warning
+
+    def settings(url: str, direct: str | None = None) -> EngineSettings:
+        return EngineSettings(database_url=url, database_direct_url=direct, metrics_port=None)
+
+    pgbouncer = "postgresql+asyncpg://app@db-pgbouncer.data:5432/dirigent"
+    by_port = "postgresql+asyncpg://app@10.0.0.7:6432/dirigent"
+    for url in (pgbouncer, by_port):
+        warning = pooler_warning(settings(url))
+        assert warning is not None and "DIRIGENT_DATABASE_DIRECT_URL is not set" in warning
+        assert "app@" not in warning  # the host and port, never credentials
+    assert pooler_warning(settings(pgbouncer, direct="postgresql://db:5432/dirigent")) is None
+    assert pooler_warning(settings("postgresql+asyncpg://db.data:5432/dirigent")) is None

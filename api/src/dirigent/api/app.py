@@ -13,6 +13,7 @@ from fastapi import APIRouter, FastAPI
 
 from dirigent.api import problems
 from dirigent.api.auth import Auth, StreamBudget
+from dirigent.api.guard import RequestGuard
 from dirigent.api.metrics import ApiMetrics, MetricsMiddleware
 from dirigent.api.openapi import install_document
 from dirigent.api.problems import PROBLEM_RESPONSES
@@ -85,5 +86,6 @@ def create_app(
     app.state.streams = streams or StreamBudget()
     app.state.stream_settings = stream_settings or StreamSettings()
     app.state.feeds = RunFeeds(engine, poll=app.state.stream_settings.poll)
+    app.add_middleware(RequestGuard, auth=auth, max_body=engine.settings.api_max_body)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     return app

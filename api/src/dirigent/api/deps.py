@@ -44,9 +44,13 @@ Streams = Annotated[StreamBudget, Depends(_budget)]
 
 
 async def _principal(
+    request: Request,
     auth: Annotated[Auth, Depends(_auth)],
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
+    known: Principal | None = getattr(request.state, "principal", None)
+    if known is not None:  # authenticated by the guard before the body was read
+        return known
     unauthenticated = ApiProblem(
         401,
         "auth.unauthenticated",

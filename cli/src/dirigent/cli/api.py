@@ -68,7 +68,7 @@ def command(
     if not settings.database_url:
         process.fail("DIRIGENT_DATABASE_URL is not set", process.EXIT_USAGE)
     try:
-        checker = _auth(auth, kubeconfig)
+        checker = _auth(auth, kubeconfig, tuple(settings.api_token_audiences))
     except (ValueError, KeyError, OSError) as err:
         process.fail(str(err), process.EXIT_USAGE)
     options = _Options(
@@ -86,7 +86,7 @@ def command(
     process.serve(service, settings)
 
 
-def _auth(mode: str, kubeconfig: Path | None) -> Auth:
+def _auth(mode: str, kubeconfig: Path | None, audiences: tuple[str, ...]) -> Auth:
     if mode == "static":
         token = os.environ.get("DIRIGENT_API_TOKEN", "")
         if not token:
@@ -98,7 +98,7 @@ def _auth(mode: str, kubeconfig: Path | None) -> Auth:
         access = (
             KubeAccess.from_kubeconfig(str(kubeconfig)) if kubeconfig else KubeAccess.in_cluster()
         )
-        return ClusterAuth(access)
+        return ClusterAuth(access, audiences=audiences)
     raise ValueError(f"--auth must be static or cluster, not {mode!r}")
 
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
         build_catalog,
         discover,
     )
-    from dirigent.engine.infrastructure.settings import EngineSettings
+    from dirigent.engine.infrastructure.settings import EngineSettings, pooler_warning
     from dirigent.engine.infrastructure.storage import SERVED_SCHEMES
     from dirigent.engine.rules.validation.catalog import check_against_catalog
     from dirigent.engine.rules.validation.documents import DEFAULT_NAMESPACE, validate_documents
@@ -78,6 +78,7 @@ _HOMES = {
     "configure_logging": "dirigent.engine.infrastructure.logconfig",
     "discover": "dirigent.engine.infrastructure.plugins",
     "local_instance": "dirigent.engine.door.local",
+    "pooler_warning": "dirigent.engine.infrastructure.settings",
     "validate_documents": "dirigent.engine.rules.validation.documents",
 }
 
@@ -109,6 +110,7 @@ __all__ = [
     "configure_logging",
     "discover",
     "local_instance",
+    "pooler_warning",
     "validate_documents",
 ]
 

@@ -21,7 +21,7 @@ from dirigent.engine.shapes.manifests.connection import Connection
 from .bodies import problems_status, to_manifest
 from .conditions import condition, set_condition
 from .context import Context, Reconciled
-from .kube import ObjectRef
+from .kube import FoundSecret, ObjectRef
 
 __all__ = ["delete_connection", "reconcile_connection", "secret_references"]
 
@@ -45,17 +45,17 @@ async def _read_values(
 ) -> tuple[dict[str, str], list[str]]:
     values: dict[str, str] = {}
     missing: list[str] = []
-    cache: dict[str, dict[str, str] | None] = {}
+    cache: dict[str, FoundSecret | None] = {}
     for field, ref in sorted(manifest.spec.secrets.items()):
         if ref.name not in cache:
-            cache[ref.name] = await ctx.kube.secret_data(namespace, ref.name)
-        data = cache[ref.name]
-        if data is None:
+            cache[ref.name] = await ctx.kube.secret(namespace, ref.name)
+        found = cache[ref.name]
+        if found is None:
             missing.append(f"spec.secrets.{field}: Secret {ref.name} does not exist in {namespace}")
-        elif ref.key not in data:
-            missing.append(f"spec.secrets.{field}: Secret {ref.name} has no key {ref.key}")
+        elif (why := found.missing(ref.key)) is not None:
+            missing.append(f"spec.secrets.{field}: Secret {ref.name} {why}")
         else:
-            values[field] = data[ref.key]
+            values[field] = found.data[ref.key]
     return values, missing
 
 

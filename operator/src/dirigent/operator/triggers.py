@@ -25,7 +25,7 @@ from .bodies import problems_status, to_manifest
 from .conditions import condition, set_condition
 from .context import Context, Reconciled
 from .kube import ObjectRef
-from .tokens import ROTATE_ANNOTATION, ensure_token, secret_name
+from .tokens import ROTATE_ANNOTATION, TokenSecretNotOwned, ensure_token, secret_name
 
 __all__ = ["delete_trigger", "reconcile_trigger"]
 
@@ -60,17 +60,20 @@ async def _webhook_secrets(
     """The secret values for apply, a missing-secret message, and whether a rotation happened."""
     ref = ObjectRef.of(body)
     annotations = body["metadata"].get("annotations") or {}
-    token = await ensure_token(ctx.kube, ref, annotations)
+    try:
+        token = await ensure_token(ctx.kube, ref, annotations)
+    except TokenSecretNotOwned as refused:
+        return None, str(refused), False
     extra["tokenSecret"] = secret_name(ref.name)
     extra["path"] = f"{ctx.settings.hook_base_path.rstrip('/')}/{{token}}"
     values = {"token": token.value}
     hmac = manifest.spec.hmac_secret_ref
     if hmac is not None:
-        data = await ctx.kube.secret_data(ref.namespace, hmac.name)
-        if data is None or hmac.key not in data:
-            what = "does not exist" if data is None else f"has no key {hmac.key}"
+        found = await ctx.kube.secret(ref.namespace, hmac.name)
+        what = "does not exist" if found is None else found.missing(hmac.key)
+        if found is None or what is not None:
             return None, f"Secret {hmac.name} (spec.hmacSecretRef) {what} in {ref.namespace}", False
-        values[HMAC_FIELD] = data[hmac.key]
+        values[HMAC_FIELD] = found.data[hmac.key]
     return values, None, token.rotated
 
 

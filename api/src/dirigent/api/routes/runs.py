@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from dirigent.api.auth import Principal, StreamBudget
+from dirigent.api.auth import Auth, Permission, Principal, StreamBudget
 from dirigent.api.deps import (
     After,
     CanCancelRuns,
@@ -43,7 +43,7 @@ from dirigent.api.models import (
     RunSummary,
 )
 from dirigent.api.problems import documented, not_found
-from dirigent.api.streams import Position, follow_logs, run_events
+from dirigent.api.streams import Access, Position, follow_logs, run_events
 from dirigent.engine import Engine, RunFilter
 from dirigent.engine.shapes.views import decode_key
 from dirigent.sdk import STEP_NAME_PATTERN
@@ -179,7 +179,8 @@ async def list_logs(
     log = decode_key(cursor, int) or 0
     await _require_run(engine, namespace, run_id)
     settings, feeds = request.app.state.stream_settings, request.app.state.feeds
-    frames = follow_logs(feeds, namespace, run_id, log, settings)
+    access = _access(request, namespace)
+    frames = follow_logs(feeds, namespace, run_id, log, settings, access)
     return _stream(streams, principal, frames)
 
 
@@ -202,7 +203,26 @@ async def stream_events(
     start = Position.parse(last_event_id)
     await _require_run(engine, namespace, run_id)
     settings, feeds = request.app.state.stream_settings, request.app.state.feeds
-    return _stream(streams, principal, run_events(feeds, namespace, run_id, start, settings))
+    frames = run_events(feeds, namespace, run_id, start, settings, _access(request, namespace))
+    return _stream(streams, principal, frames)
+
+
+def _access(request: Request, namespace: str) -> Access:
+    """The stream's access, asked again while it is open: is the token still valid, and may
+    its principal still get runs here (a revoked RoleBinding, an expired token)."""
+    auth: Auth = request.app.state.auth
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    permission = Permission("get", "runs")
+
+    async def check() -> str | None:
+        principal = await auth.authenticate(token.strip()) if scheme.lower() == "bearer" else None
+        if principal is None:
+            return "the token that opened this stream is no longer accepted"
+        if not await auth.authorize(principal, permission, namespace):
+            return f"{principal.name} may no longer {permission} in namespace {namespace}"
+        return None
+
+    return check
 
 
 async def _require_run(engine: Engine, namespace: str, run_id: int) -> None:

@@ -57,7 +57,11 @@ class StepLog(Protocol):
 
 
 class ArtifactInfo(BaseModel):
-    """What storage knows about one stored object."""
+    """What storage knows about one stored object.
+
+    ``sha256`` is the content's digest where the backend knows it (always after a write);
+    ``etag`` is the backend's version tag (S3's ETag), ``modified_at`` its last write.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -65,6 +69,8 @@ class ArtifactInfo(BaseModel):
     size: int = Field(ge=0)
     content_type: str = "application/octet-stream"
     sha256: str | None = None
+    etag: str | None = None
+    modified_at: dt.datetime | None = None
 
 
 class ObjectWriter(Protocol):

@@ -13,6 +13,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, assert_never
 
+from pydantic import ValidationError
+
 from dirigent.engine.infrastructure.crypto import SecretSealer
 from dirigent.engine.infrastructure.plugins import Catalog
 from dirigent.engine.infrastructure.storage import SERVED_SCHEMES
@@ -158,6 +160,7 @@ async def _apply_connection(
                 for m in missing
             ]
         )
+    _check_fits(manifest, catalog, values)
     action = await connections_store.apply_connection(
         conn,
         manifest,
@@ -167,3 +170,30 @@ async def _apply_connection(
         owner_uid=owner_uid,
     )
     return Applied("Connection", manifest.metadata.name, action)
+
+
+def _check_fits(manifest: Connection, catalog: Catalog, secrets: Mapping[str, str]) -> None:
+    """Refuse at apply a Connection its kind's model does not accept (it failed every step
+    that opened it, at run time, with the secrets quoted in the error), located at the
+    field and never quoting a value."""
+    kind = catalog.connection_kinds.get(manifest.spec.type)
+    if kind is None:
+        return
+    try:
+        type(kind).config_model.model_validate({**manifest.spec.settings, **secrets})
+    except ValidationError as err:
+        found = []
+        for e in err.errors(include_url=False, include_input=False, include_context=False):
+            field = str(e["loc"][0]) if e["loc"] else ""
+            section = "secrets" if field in manifest.spec.secrets else "settings"
+            where = [str(p) for p in e["loc"]]
+            found.append(
+                problem(
+                    "connection.settings.invalid",
+                    f"{manifest.spec.type} connection: {'.'.join(where) or 'settings'}: {e['msg']}",
+                    "spec",
+                    section,
+                    *where,
+                )
+            )
+        raise ProblemsError(found) from None

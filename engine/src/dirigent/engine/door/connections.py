@@ -45,12 +45,15 @@ class Connections:
         if view is None:
             return None
         sealer = self._p.sealer
+        secrets: set[str] = set()
 
         async def opened() -> dict[str, Any]:
             found = await self._p.read(
-                lambda c: connections_store.open_connection(c, namespace, name, sealer)
+                lambda c: connections_store.open_connection(
+                    c, namespace, name, sealer, secrets_out=secrets
+                )
             )
             return found if found is not None else {}
 
         kind = self._p.catalog.connection_kinds.get(view.type)
-        return await check_opened(view.type, kind, opened, within=within)
+        return await check_opened(view.type, kind, opened, within=within, secrets=secrets)

@@ -5,9 +5,11 @@ in constant time; an unknown token and a disabled webhook answer identically (th
 no oracle); the per-token rate limit is checked before a byte of the body is read; the body
 is capped (by its declared length, then while streaming); an HMAC-SHA256 over the raw bytes
 is checked when the webhook holds a secret; the payload is mapped onto parameters, which the
-run's creation validates against the pipeline's schema. Every delivery is recorded, refusals
-included; an accepted one is recorded in the transaction that creates its run. Nothing else
-executes in the request path.
+run's creation validates against the pipeline's schema. Every delivery to a known webhook is
+recorded, refusals included; an accepted one is recorded in the transaction that creates its
+run. Deliveries to unknown tokens are counted (``refusals{reason="webhook.not_found"}``) and
+only sampled as rows, one per ``StrangerSample.every`` seconds per process, so a stranger
+cannot grow the table by posting. Nothing else executes in the request path.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from dirigent.engine.store.transactions.schedules import CreateRun
 from dirigent.engine.store.transactions.webhooks import Delivery, Hook
 
 SIGNATURE_HEADER = "x-dirigent-signature"
+TIMESTAMP_HEADER = "x-dirigent-timestamp"
 NOT_FOUND = "no webhook answers at this address"
 
 
@@ -81,6 +84,23 @@ class RateLimiter:
         return (1.0 - bucket.tokens) / rate
 
 
+@dataclass
+class StrangerSample:
+    """Keeps one unknown-token delivery as a row every ``every`` seconds (for a person
+    debugging a misconfigured sender); the rest are only counted."""
+
+    every: float = 10.0
+    clock: Any = time.monotonic
+    _last: float | None = None
+
+    def take(self) -> bool:
+        now = self.clock()
+        if self._last is not None and now - self._last < self.every:
+            return False
+        self._last = now
+        return True
+
+
 class _Refused(Exception):
     def __init__(
         self,
@@ -115,6 +135,8 @@ class WebhookIntake:
         self.metrics = metrics or WebhookMetrics()
         self.runs = runs or RunMetrics()
         self.limiter = RateLimiter()
+        self.strangers = StrangerSample()
+        self.clock: Any = time.time  # wall clock: the sender's timestamps are Unix time
 
     async def receive(
         self, token: str, headers: Mapping[str, str], body: AsyncIterator[bytes]
@@ -192,6 +214,7 @@ class WebhookIntake:
                 "webhook.signature.missing",
                 "this webhook requires X-Dirigent-Signature: an HMAC-SHA256 of the raw body",
             )
+        signed = self._signed(hook, headers, raw)
         assert self.sealer is not None, "a sealed HMAC secret needs DIRIGENT_SECRET_KEY"
         secret = self.sealer.open(
             hook.hmac_secret,
@@ -199,7 +222,7 @@ class WebhookIntake:
             connection=f"webhook/{hook.name}",
             field="hmac",
         )
-        expected = hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest()
+        expected = hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
         signature = given.strip().removeprefix("sha256=").lower()
         if not hmac.compare_digest(expected.encode(), signature.encode("utf-8", "replace")):
             raise _Refused(
@@ -207,6 +230,30 @@ class WebhookIntake:
                 "webhook.signature.invalid",
                 "X-Dirigent-Signature does not match the body (HMAC-SHA256, hex, 'sha256=' optional)",
             )
+
+    def _signed(self, hook: Hook, headers: Mapping[str, str], raw: bytes) -> bytes:
+        """What the signature covers: the raw body, or ``<timestamp>.<body>`` when the webhook
+        bounds replays (``signatureTolerance``) and the timestamp is fresh."""
+        tolerance = hook.spec.signature_tolerance
+        if tolerance is None:
+            return raw
+        stamp = headers.get(TIMESTAMP_HEADER, "").strip()
+        if not stamp.isdigit():
+            raise _Refused(
+                401,
+                "webhook.timestamp.missing",
+                "this webhook requires X-Dirigent-Timestamp (Unix seconds) and an HMAC over "
+                "'<timestamp>.<body>'",
+            )
+        skew = abs(self.clock() - int(stamp))
+        if skew > tolerance.total_seconds():
+            raise _Refused(
+                401,
+                "webhook.timestamp.stale",
+                f"X-Dirigent-Timestamp is {int(skew)}s from the server's clock; this webhook "
+                f"accepts {tolerance} (a replayed or delayed delivery)",
+            )
+        return stamp.encode() + b"." + raw
 
     def _params(self, hook: Hook, raw: bytes) -> dict[str, Any]:
         try:
@@ -222,6 +269,9 @@ class WebhookIntake:
         return params
 
     async def _refuse(self, owner: int | None, answer: HookAnswer, size: int | None) -> None:
+        self._count(answer.code or "webhook.refused")
+        if owner is None and not self.strangers.take():
+            return
         delivery = Delivery(
             owner,
             answer.status_code,
@@ -230,7 +280,6 @@ class WebhookIntake:
             size,
         )
         await self.db.transaction(lambda c: webhooks.record(c, delivery))
-        self._count(answer.code or "webhook.refused")
 
     def _count(self, reason: str) -> None:
         self.metrics.deliveries.labels("refused").inc()

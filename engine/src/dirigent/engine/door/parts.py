@@ -8,7 +8,8 @@ namespace", and creating one run with its metric.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -19,8 +20,13 @@ from dirigent.engine.infrastructure.plugins import Catalog
 from dirigent.engine.infrastructure.settings import EngineSettings
 from dirigent.engine.infrastructure.storage import FileStorage
 from dirigent.engine.infrastructure.trigger_metrics import RunMetrics
-from dirigent.engine.shapes.problems import ProblemsError, problem
-from dirigent.engine.store.pool import Connection, Database
+from dirigent.engine.shapes.problems import EngineUnavailable, ProblemsError, problem
+from dirigent.engine.store.pool import (
+    UNAVAILABLE_ERRORS,
+    UNSTORABLE_ERRORS,
+    Connection,
+    Database,
+)
 from dirigent.engine.store.queries import reads
 from dirigent.engine.store.transactions import runs
 from dirigent.engine.store.transactions.runs import RunCreated, RunRequest
@@ -45,10 +51,12 @@ class Parts:
         self.run_metrics = RunMetrics(self.registry)
 
     async def tx(self, fn: Callable[[Connection], Awaitable[T]]) -> T:
-        return await self.db.transaction(fn)
+        with answerable():
+            return await self.db.transaction(fn)
 
     async def read(self, fn: Callable[[Connection], Awaitable[T]]) -> T:
-        return await self.db.read(fn)
+        with answerable():
+            return await self.db.read(fn)
 
     async def require_run(self, namespace: str, run_id: int) -> None:
         """Refuse a run of another namespace exactly as a run that does not exist."""
@@ -71,3 +79,23 @@ class Parts:
     def count_started(self, request: RunRequest, created: RunCreated) -> None:
         if created.created:  # an idempotency key that found its run started nothing
             self.run_metrics.started(request.namespace, request.pipeline, request.triggered_by_kind)
+
+
+@contextlib.contextmanager
+def answerable() -> Iterator[None]:
+    """Database failures as the door's refusals: gone is ``EngineUnavailable`` (a 503 at
+    the API, readiness false), a value it cannot store is the request's problem (a 422)."""
+    try:
+        yield
+    except UNSTORABLE_ERRORS:
+        raise ProblemsError(
+            [
+                problem(
+                    "request.unstorable",
+                    "the request holds a value PostgreSQL cannot store (such as a NUL character, U+0000)",
+                )
+            ]
+        ) from None
+    except UNAVAILABLE_ERRORS as err:
+        reason = (str(err).splitlines() or [type(err).__name__])[0]
+        raise EngineUnavailable(f"the database does not answer: {reason}") from None

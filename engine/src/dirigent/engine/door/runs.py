@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from dirigent.engine.door.paging import checked_limit, page_of
-from dirigent.engine.door.parts import Parts
+from dirigent.engine.door.parts import Parts, answerable
 from dirigent.engine.runtime import cancelling
 from dirigent.engine.shapes.views import (
     ArtifactView,
@@ -68,15 +68,16 @@ class Runs:
     async def cancel(self, namespace: str, run_id: int, *, reason: str) -> int:
         """Cancel in one transaction, then tell remote work; returns how many remotes were told."""
         await self._p.require_run(namespace, run_id)
-        return await cancelling.cancel_run(
-            self._p.db.pool,
-            run_id,
-            reason=reason,
-            catalog=self._p.catalog,
-            storage=self._p.storage,
-            versions=self._p.versions,
-            sealer=self._p.sealer,
-        )
+        with answerable():  # the runtime's own transaction, outside Parts.tx
+            return await cancelling.cancel_run(
+                self._p.db.pool,
+                run_id,
+                reason=reason,
+                catalog=self._p.catalog,
+                storage=self._p.storage,
+                versions=self._p.versions,
+                sealer=self._p.sealer,
+            )
 
     async def retry(
         self, namespace: str, run_id: int, step: str, *, idempotency_key: str

@@ -13,7 +13,7 @@ from typing import Any
 
 from dirigent.engine.door.intake import HookAnswer, WebhookIntake
 from dirigent.engine.door.paging import checked_limit, page_of
-from dirigent.engine.door.parts import Parts
+from dirigent.engine.door.parts import Parts, answerable
 from dirigent.engine.infrastructure.trigger_metrics import SchedulerMetrics, WebhookMetrics
 from dirigent.engine.runtime.scheduling import Scheduler, SchedulerConfig
 from dirigent.engine.shapes.views import (
@@ -49,7 +49,9 @@ class Triggers:
         """The scheduler on this engine's pool; it leads only while it holds the lock."""
         settings = self._p.settings
         config = SchedulerConfig(
-            tick=settings.scheduler_tick, grace=settings.scheduler_misfire_grace
+            tick=settings.scheduler_tick,
+            grace=settings.scheduler_misfire_grace,
+            catch_up=settings.scheduler_catch_up,
         )
         config = dataclasses.replace(config, **overrides)
         if self._scheduler_metrics is None:  # one set of collectors per registry
@@ -76,7 +78,8 @@ class Triggers:
                 metrics=WebhookMetrics(self._p.registry),
                 runs=self._p.run_metrics,
             )
-        return await self._intake.receive(token, headers, body)
+        with answerable():
+            return await self._intake.receive(token, headers, body)
 
     async def backfill(
         self, namespace: str, pipeline: str, request: BackfillRequest

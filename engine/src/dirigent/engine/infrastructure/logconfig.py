@@ -3,6 +3,11 @@
 Only process entry points call ``configure_logging``; no library module configures logging
 at import time. Standard-library records (uvicorn, asyncpg, kopf) go through the same
 renderer, so every line of a process looks alike.
+
+Tracebacks are kept and locals never shown: JSON lines carry the traceback as one string
+field (``exception``), the console prints it plainly. A rendered frame's local variables
+would print whatever a block held — an opened connection's token included — so no format
+renders them (structlog's console default does, through rich, when rich is installed).
 """
 
 from __future__ import annotations
@@ -24,7 +29,13 @@ def configure_logging(fmt: Literal["console", "json"] = "console", level: str = 
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
-        else structlog.dev.ConsoleRenderer(colors=False)
+        else structlog.dev.ConsoleRenderer(
+            colors=False, exception_formatter=structlog.dev.plain_traceback
+        )
+    )
+    # JSON has no exception formatter of its own: without this, ``exc_info`` is dropped.
+    tracebacks: list[structlog.types.Processor] = (
+        [structlog.processors.format_exc_info] if fmt == "json" else []
     )
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
@@ -36,7 +47,11 @@ def configure_logging(fmt: Literal["console", "json"] = "console", level: str = 
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                *tracebacks,
+                renderer,
+            ],
         )
     )
     root = logging.getLogger()

@@ -18,6 +18,7 @@ import json
 import re
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Self
+from urllib.parse import urlsplit
 
 from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -138,7 +139,13 @@ class EngineSettings(BaseSettings):
     # Triggers and alerting (seed §8-9).
     scheduler_misfire_grace: Span = dt.timedelta(minutes=5)
     scheduler_tick: Seconds = Field(default=1.0, gt=0)
+    scheduler_catch_up: int = Field(default=10, ge=1)
     webhook_max_body: Bytes = Field(default=1024 * 1024, ge=1)
+    # Every other request body (apply, run, backfill, ...): refused with 413 past this.
+    api_max_body: Bytes = Field(default=4 * 1024 * 1024, ge=1)
+    # Tokens the REST API accepts must be minted for one of these (TokenReview audiences):
+    # `kubectl create token NAME --audience dirigent`. Empty accepts any audience.
+    api_token_audiences: CsvList = Field(default_factory=lambda: ["dirigent"])
     notification_max_attempts: int = Field(default=5, ge=1)
     notification_backoff: Span = dt.timedelta(seconds=10)
     report_max_size: Bytes = Field(default=256 * 1024, ge=1)
@@ -180,3 +187,30 @@ class EngineSettings(BaseSettings):
         if not self.database_url:
             raise ValueError("DIRIGENT_DATABASE_URL is not set")
         return self.database_url
+
+
+# What a connection pooler's URL usually looks like: PgBouncer's default port, or a host
+# named for the pooler (pgbouncer, pooler, a cloud proxy).
+_POOLER_PORTS = frozenset({6432})
+_POOLER_HOSTS = ("pgbouncer", "pooler", "proxy")
+
+
+def pooler_warning(settings: EngineSettings) -> str | None:
+    """A sentence to log at start when the database URL looks like a pooler in transaction
+    mode and no direct URL is set (LISTEN and the leader lock then silently misbehave)."""
+    if not settings.database_url or settings.database_direct_url:
+        return None
+    parsed = urlsplit(settings.database_url)
+    host = (parsed.hostname or "").lower()
+    try:
+        port = parsed.port
+    except ValueError:
+        return None
+    if port not in _POOLER_PORTS and not any(word in host for word in _POOLER_HOSTS):
+        return None
+    return (
+        f"DIRIGENT_DATABASE_URL ({host}:{port or 5432}) looks like a connection pooler and "
+        "DIRIGENT_DATABASE_DIRECT_URL is not set: in transaction mode LISTEN, advisory locks "
+        "and prepared statements break; set the direct URL to the server itself "
+        "(docs/operate.md)"
+    )

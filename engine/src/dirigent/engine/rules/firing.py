@@ -17,6 +17,8 @@ from zoneinfo import ZoneInfo
 from cronsim import CronSim
 
 DEFAULT_GRACE = dt.timedelta(minutes=5)
+# Slots one schedule may owe before the rest count as a misfire (fired once, from now).
+DEFAULT_CATCH_UP = 10
 MAX_BACKFILL = 200
 
 
@@ -103,17 +105,33 @@ def decide(
     scheduled_for: dt.datetime,
     now: dt.datetime,
     grace: dt.timedelta = DEFAULT_GRACE,
+    catch_up: int = DEFAULT_CATCH_UP,
 ) -> Firing:
     """Fire the slot owed at ``scheduled_for`` (which is ``<= now``) and say what comes next.
 
     Late by at most the grace keeps the grid (the next slot follows the one owed, so it may
     still be in the past and is caught up tick by tick); later than that is a misfire: fire
-    once and continue from now, abandoning every missed slot (no catch-up storm).
+    once and continue from now, abandoning every missed slot (no catch-up storm). More than
+    ``catch_up`` slots owed is a misfire too, however short the outage: a 1 s interval
+    schedule back from a 4-minute outage inside a 5-minute grace owed 240 runs at once.
     """
     lag = now - scheduled_for
-    misfire = lag > grace
+    misfire = lag > grace or _owed_beyond(cadence, scheduled_for, now, catch_up)
     following = cadence.next_after(now if misfire else scheduled_for)
     return Firing(scheduled_for, misfire, following, cadence.window(scheduled_for), lag)
+
+
+def _owed_beyond(
+    cadence: Cadence, scheduled_for: dt.datetime, now: dt.datetime, catch_up: int
+) -> bool:
+    """Whether more than ``catch_up`` slots are owed at ``now`` (counting stops there)."""
+    slot, owed = scheduled_for, 1
+    while owed <= catch_up:
+        following = cadence.next_after(slot)
+        if following is None or following > now:
+            return False
+        slot, owed = following, owed + 1
+    return True
 
 
 def _utc(value: dt.datetime) -> dt.datetime:

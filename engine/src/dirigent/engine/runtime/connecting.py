@@ -21,9 +21,16 @@ from dirigent.engine.infrastructure.crypto import SecretSealer
 from dirigent.engine.store.transactions.connections import open_connection
 from dirigent.sdk import BlockSpec
 
-__all__ = ["Unopenable", "open_declared"]
+__all__ = ["Opened", "Unopenable", "open_declared"]
 
 ConnFactory = Callable[[], AbstractAsyncContextManager[Any]]
+
+
+class Opened(dict[str, dict[str, Any]]):
+    """Connection name -> its settings with secrets opened; ``secrets`` holds the opened
+    secret values themselves, which the engine redacts from everything the attempt reports."""
+
+    secrets: frozenset[str] = frozenset()
 
 
 class Unopenable(ValueError):
@@ -36,15 +43,17 @@ async def open_declared(
     config: Any,
     namespace: str,
     sealer: SecretSealer | None,
-) -> dict[str, dict[str, Any]]:
+) -> Opened:
     """Connection name -> its settings with secrets opened, for each declared field set.
 
     A name that matches no connection is left out (the block's ``ctx.connection`` says so
     when it asks); one of the wrong kind, or whose secrets cannot be opened, raises.
     """
-    opened: dict[str, dict[str, Any]] = {}
-    async for name, values in _each(conn_factory, spec, config, namespace, sealer):
+    opened = Opened()
+    secrets: set[str] = set()
+    async for name, values in _each(conn_factory, spec, config, namespace, sealer, secrets):
         opened[name] = values
+    opened.secrets = frozenset(secrets)
     return opened
 
 
@@ -54,6 +63,7 @@ async def _each(
     config: Any,
     namespace: str,
     sealer: SecretSealer | None,
+    secrets: set[str],
 ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     if not isinstance(config, dict):
         return
@@ -63,7 +73,9 @@ async def _each(
             continue
         try:
             async with conn_factory() as conn:
-                values = await open_connection(conn, namespace, name, sealer, declared.kinds)
+                values = await open_connection(
+                    conn, namespace, name, sealer, declared.kinds, secrets_out=secrets
+                )
         except ValueError as err:  # SealError is a ValueError
             raise Unopenable(f"connection '{name}' cannot be opened: {err}") from err
         if values is not None:

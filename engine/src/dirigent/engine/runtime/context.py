@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import structlog
-from pydantic import BaseModel, JsonValue
+from pydantic import BaseModel, JsonValue, ValidationError
 
 from dirigent.engine.infrastructure.storage import FileStorage, Storages
 from dirigent.engine.shapes.attempts import LogLine
 from dirigent.engine.shapes.manifests.pipeline import Step
 from dirigent.sdk import BlockFailure, ErrorClass, Message, Runs, Sensor
+from dirigent.sdk.secrets import redact, validation_summary
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -106,6 +107,7 @@ class EngineContext:
         self.scratch = storage.run_prefix(run_id)
         self.log = BufferedLog({"run_id": run_id, "step": step, "attempt": attempt})
         self._connections = dict(connections or {})
+        self._secrets: frozenset[str] = getattr(connections, "secrets", frozenset())
         self._runs = runs
 
     @property
@@ -130,10 +132,17 @@ class EngineContext:
             )
         try:
             return model.model_validate(values)
-        except ValueError as err:
+        except ValidationError as err:
+            # Never quote the refused input: it holds the connection's opened secrets.
+            why = validation_summary(err, self._secrets)
             raise BlockFailure(
-                CONNECTION_UNAVAILABLE, error_class=ErrorClass.REJECTED, name=name, why=str(err)
-            ) from err
+                CONNECTION_UNAVAILABLE, error_class=ErrorClass.REJECTED, name=name, why=why
+            ) from None
+        except ValueError as err:
+            why = redact(str(err), self._secrets)
+            raise BlockFailure(
+                CONNECTION_UNAVAILABLE, error_class=ErrorClass.REJECTED, name=name, why=why
+            ) from None
 
     async def capture(
         self, name: str, data: bytes, content_type: str = "application/octet-stream"

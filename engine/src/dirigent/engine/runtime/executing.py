@@ -32,8 +32,9 @@ from dirigent.engine.rules.resolving import (
     resolve,
 )
 from dirigent.engine.runtime.child_runs import StepRuns
-from dirigent.engine.runtime.connecting import Unopenable, open_declared
+from dirigent.engine.runtime.connecting import Opened, Unopenable, open_declared
 from dirigent.engine.runtime.context import EngineContext, deadline_of, timeout_of
+from dirigent.engine.runtime.redacting import redacted
 from dirigent.engine.shapes.attempts import Artifact, Claimed, LogLine, Outcome, Parking
 from dirigent.engine.shapes.manifests.enums import TimeoutOutcome
 from dirigent.engine.shapes.manifests.pipeline import Pipeline, Step
@@ -283,12 +284,18 @@ async def execute_attempt(
     call = _Call(
         a, worker_id, step, entry, config, resolved, ctx, started, storage, settings, on_fetched
     )
+    secrets = connections.secrets if isinstance(connections, Opened) else frozenset()
     try:
-        return await _call_block(call)
+        return redacted(await _call_block(call), secrets)
     except asyncio.CancelledError:
         raise
     except Exception as err:
-        return _classified(call, err)
+        return redacted(_classified(call, err), secrets)
+    except BaseException as err:
+        # A block's BaseException ends its attempt, never the worker: left to propagate, it
+        # took the worker down and the attempt went back to the queue to take the next
+        # worker down too.
+        return redacted(_crashed(call, err), secrets)
 
 
 def _configure(
@@ -383,6 +390,23 @@ async def _call_block(call: _Call) -> Outcome | Parking:
     if call.a.handle is not None:
         return await _probe(call, block)
     return await _submit(call, block)
+
+
+CRASHED = "crashed"  # the error class of an attempt whose block raised a BaseException
+
+
+def _crashed(call: _Call, err: BaseException) -> Outcome:
+    """A failed outcome, never retried by the policy (only transient and unknown are)."""
+    call.ctx.log.error(
+        f"the block raised {type(err).__name__}; the attempt fails, the worker goes on"
+    )
+    return call.fail(
+        CRASHED,
+        "engine.block.crashed",
+        f"the block raised {type(err).__name__} ({err!s:.200}), which ends a process, not a "
+        "step: the attempt failed and the worker went on (raise an Exception instead)",
+        timed=True,
+    )
 
 
 def _classified(call: _Call, err: Exception) -> Outcome:

@@ -18,13 +18,14 @@ Unknown, not False).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from dirigent.sdk import ConnectionKind
+from dirigent.sdk.secrets import redact
 
 __all__ = ["ConnectionHealth", "check_opened"]
 
@@ -45,8 +46,13 @@ async def check_opened(
     opened: Callable[[], Awaitable[Mapping[str, Any]]],
     *,
     within: float,
+    secrets: Collection[str] = (),
 ) -> ConnectionHealth:
-    """Open the connection (``opened``), build the kind's config, and run its check."""
+    """Open the connection (``opened``), build the kind's config, and run its check.
+
+    ``secrets`` (filled by ``opened``) are redacted from every message: a check's own words
+    can quote a URL with credentials or an echoed token.
+    """
     if kind is None:
         return ConnectionHealth(None, "NoCheck", f"connection kind '{kind_id}' is not installed")
     try:
@@ -64,9 +70,8 @@ async def check_opened(
     except TimeoutError:
         return ConnectionHealth(False, "CheckTimedOut", f"the check took longer than {within:g} s")
     except Exception as err:  # a plugin's check is outside code: whatever it raises is data
-        return ConnectionHealth(
-            False, "CheckFailed", f"the check raised {type(err).__name__}: {err}"
-        )
-    message = report.message or ("reachable" if report.ok else "not reachable")
+        said = redact(f"the check raised {type(err).__name__}: {err}", secrets)
+        return ConnectionHealth(False, "CheckFailed", said)
+    message = redact(report.message or ("reachable" if report.ok else "not reachable"), secrets)
     reason = "Reachable" if report.ok else "Unreachable"
     return ConnectionHealth(report.ok, reason, message, report.latency_ms)

@@ -102,8 +102,8 @@ class Sweeper:
         self.metrics.waiting.set(waiting)
         started = await self._start_stalled_queues()
         counted = await self._finish_counted()
-        pruned, logs_pruned = await self._prune()
-        if recovered or started or stuck or pruned or logs_pruned or counted:
+        pruned, logs_pruned, deliveries_pruned = await self._prune()
+        if recovered or started or stuck or pruned or logs_pruned or deliveries_pruned or counted:
             log.info(
                 "sweeper.pass",
                 attempts_recovered=len(recovered),
@@ -113,6 +113,7 @@ class Sweeper:
                 runs_stuck=stuck,
                 runs_pruned=len(pruned),
                 logs_pruned=logs_pruned,
+                deliveries_pruned=deliveries_pruned,
             )
         return {
             "recovered": recovered,
@@ -122,6 +123,7 @@ class Sweeper:
             "stuck": stuck,
             "pruned": pruned,
             "logs_pruned": logs_pruned,
+            "deliveries_pruned": deliveries_pruned,
         }
 
     async def _fail_exhausted(self) -> None:
@@ -177,10 +179,11 @@ class Sweeper:
                 started.append(run_id)
         return started
 
-    async def _prune(self) -> tuple[list[int], int]:
-        """Retention, only when set: finished runs (with their scratch storage), then logs."""
+    async def _prune(self) -> tuple[list[int], int, int]:
+        """Retention, only when set: finished runs (with their scratch storage), then logs and
+        webhook deliveries (their age counts like a log line's: ``retention_logs``)."""
         pruned: list[int] = []
-        logs_pruned = 0
+        logs_pruned = deliveries_pruned = 0
         if self.settings.retention_runs is not None:
             async with self._conn() as conn:
                 pruned = await sweeping.prune_runs(conn, self.settings.retention_runs)
@@ -189,4 +192,7 @@ class Sweeper:
         if self.settings.retention_logs is not None:
             async with self._conn() as conn:
                 logs_pruned = await sweeping.prune_logs(conn, self.settings.retention_logs)
-        return pruned, logs_pruned
+                deliveries_pruned = await sweeping.prune_deliveries(
+                    conn, self.settings.retention_logs
+                )
+        return pruned, logs_pruned, deliveries_pruned

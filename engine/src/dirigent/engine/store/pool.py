@@ -29,6 +29,15 @@ DATABASE_ERRORS: tuple[type[Exception], ...] = (
     asyncpg.PostgresError,
     asyncpg.InterfaceError,
 )
+# The database is gone or refusing connections (down, restarting, shutting down): the
+# request may succeed later, so the door answers "unavailable", not "failed".
+UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+)
 
 
 def affected(status: str) -> int:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, JsonValue
+from pydantic import AfterValidator, Field, JsonValue, model_validator
 from pydantic_core import PydanticCustomError
 
 from dirigent.engine.shapes.manifests.base import Model, ObjectMeta, SecretKeyRef
 from dirigent.sdk.names import EntityName
+from dirigent.sdk.units import Duration
 
 PAYLOAD_PATH = re.compile(r"^\$(\.([A-Za-z_][A-Za-z0-9_-]*|[0-9]+))+$")
 
@@ -78,8 +79,23 @@ class WebhookSpec(Model):
         default=None,
         description="When set, deliveries must carry X-Dirigent-Signature (HMAC-SHA256).",
     )
+    signature_tolerance: Duration | None = Field(
+        default=None,
+        description="With hmacSecretRef: deliveries must also carry X-Dirigent-Timestamp (Unix "
+        "seconds) within this much of the server's clock, and the HMAC covers "
+        "'<timestamp>.<body>', so a captured delivery cannot be replayed later.",
+    )
     rate_limit: RateLimit | None = None
     enabled: bool = True
+
+    @model_validator(mode="after")
+    def _tolerance_needs_a_signature(self) -> WebhookSpec:
+        if self.signature_tolerance is not None and self.hmac_secret_ref is None:
+            raise PydanticCustomError(
+                "webhook.tolerance.without_hmac",
+                "signatureTolerance bounds signed deliveries: set hmacSecretRef too, or drop it",
+            )
+        return self
 
 
 class Webhook(Model):

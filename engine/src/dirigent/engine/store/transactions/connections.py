@@ -79,6 +79,8 @@ async def open_connection(
     name: str,
     sealer: SecretSealer | None,
     kinds: Collection[str] = (),
+    *,
+    secrets_out: set[str] | None = None,
 ) -> dict[str, Any] | None:
     """Settings merged with the opened secret fields; None when there is no such connection.
 
@@ -101,6 +103,8 @@ async def open_connection(
     for field, sealed in secrets.items():
         assert sealer is not None
         values[field] = sealer.open(sealed, namespace=namespace, connection=name, field=field)
+        if secrets_out is not None and isinstance(values[field], str):
+            secrets_out.add(values[field])
     return values
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import asyncpg
 
-from dirigent.engine.rules.firing import Cadence, Firing, decide
+from dirigent.engine.rules.firing import DEFAULT_CATCH_UP, Cadence, Firing, decide
 from dirigent.engine.rules.validation.triggers import check_schedule_against
 from dirigent.engine.shapes.manifests.pipeline import Pipeline
 from dirigent.engine.shapes.manifests.schedule import Schedule, ScheduleSpec
@@ -206,6 +206,7 @@ async def fire(
     now: dt.datetime,
     grace: dt.timedelta,
     create: CreateRun,
+    catch_up: int = DEFAULT_CATCH_UP,
 ) -> Fired | None:
     """Fire one owed slot in the caller's transaction; None when it is no longer owed."""
     row = await conn.fetchrow(
@@ -218,7 +219,7 @@ async def fire(
     if row is None:
         return None
     spec = ScheduleSpec.model_validate(row["spec"])
-    firing = decide(cadence_of(spec), row["next_fire_at"], now, grace)
+    firing = decide(cadence_of(spec), row["next_fire_at"], now, grace, catch_up)
     request = RunRequest(
         row["namespace"],
         row["pipeline"],

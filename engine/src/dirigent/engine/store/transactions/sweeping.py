@@ -159,3 +159,18 @@ async def prune_logs(conn: asyncpg.Connection, older_than: timedelta, *, batch: 
         batch,
     )
     return affected(status)
+
+
+async def prune_deliveries(
+    conn: asyncpg.Connection, older_than: timedelta, *, batch: int = 5000
+) -> int:
+    """Webhook deliveries received before the age, oldest first, one bounded batch a sweep
+    (ids grow with time, so the primary key finds the oldest without a scan of the rest)."""
+    status: str = await conn.execute(
+        """DELETE FROM webhook_deliveries WHERE id IN (
+               SELECT id FROM webhook_deliveries WHERE received_at < now() - $1::interval
+               ORDER BY id LIMIT $2)""",
+        older_than,
+        batch,
+    )
+    return affected(status)
