@@ -61,7 +61,8 @@ async def finish(pool: asyncpg.Pool, run_id: int) -> str:
 async def main(size_mb: int) -> None:
     base = Path(tempfile.mkdtemp(prefix="dirigent-bench-copy-"))
     root = base / "artifacts"
-    source = root / "in" / "big.bin"
+    own = root / "namespaces" / "default"  # all a step of namespace default reaches
+    source = own / "in" / "big.bin"
     digest = write_source(source, size_mb)
     server = EmbeddedPostgres(base / "pgdata")
     server.start()
@@ -84,7 +85,7 @@ kind: Pipeline
 metadata: {{name: copy}}
 spec:
   steps:
-    copy: {{block: storage.copy, config: {{source: '{source.as_uri()}', target: '{root.as_uri()}/out/big.bin'}}}}
+    copy: {{block: storage.copy, config: {{source: '{source.as_uri()}', target: '{own.as_uri()}/out/big.bin'}}}}
 """,
             )
             procs = start_workers(url, 1, 1, root)

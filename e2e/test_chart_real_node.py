@@ -147,12 +147,18 @@ def _two_of_each_are_ready_and_the_leader_hands_over(install: Install, values: P
     )  # fmt: skip
     assert upgraded.returncode == 0, upgraded.stderr + _pod_logs(kubectl, namespace)
     for component in ("operator", "api", "worker"):
-        pods = [p for p in _pods(kubectl, namespace, component) if p["status"].get("podIP")]
-        ready = [p for p in pods if all(c["ready"] for c in p["status"]["containerStatuses"])]
-        assert len(ready) == 2, (component, [p["status"] for p in pods])
+
+        def two_ready(component: str = component) -> bool:
+            # The rollout's old pods linger while they terminate: count the live ones.
+            live = [p for p in _pods(kubectl, namespace, component)
+                    if not p["metadata"].get("deletionTimestamp")]  # fmt: skip
+            statuses = [c for p in live for c in p["status"].get("containerStatuses") or []]
+            return len(live) == 2 and len(statuses) == 2 and all(c["ready"] for c in statuses)
+
+        wait_until(two_ready, what=f"two {component} pods Ready by their probes", timeout=120)
 
     def holder() -> str:
-        lease = kubectl.json("get", "lease", "dirigent-operator", "-n", namespace)
+        lease = kubectl.json("get", "lease", f"{install.fullname}-operator", "-n", namespace)
         return str(lease["spec"].get("holderIdentity") or "")
 
     leader = holder()
@@ -222,6 +228,53 @@ def _a_pipeline_runs_a_real_container(
     return engine, run_id
 
 
+NETWORKED = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: reach-the-api, namespace: {ns}}}
+spec:
+  steps:
+{steps}
+"""
+DIAL = "import socket; socket.create_connection(('{host}', {port}), timeout=3); print('reached')"
+
+
+def _a_tenant_namespace_runs_jobs_without_hand_made_rbac_and_without_network(
+    install: Install, tenant: str, engine: EngineClient
+) -> None:
+    """A Pipeline in a tenant namespace the chart serves (no Role made by hand) runs its
+    docker.run steps there; the pod of a step that did not ask for network cannot reach the
+    dirigent API (the Job's default-deny NetworkPolicy, enforced on the real node), the pod
+    of a step with ``network: true`` can."""
+    kubectl, namespace = install.kubectl, install.namespace
+    url = chartnode.api_url(kubectl, namespace, install.release)
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    program = DIAL.format(host=host, port=port)
+    steps = "".join(
+        f"    {name}:\n      block: docker.run\n      poll: 500ms\n      config:\n"
+        f"        image: {BASE_IMAGE}\n        imagePullPolicy: Never\n{extra}"
+        f'        command: [python3, -c, "{program}"]\n'
+        for name, extra in (("closed", ""), ("open", "        network: true\n"))
+    )
+    kubectl.run("apply", "-f", "-", stdin=NETWORKED.format(ns=tenant, steps=steps))
+
+    def ready() -> bool:
+        found = kubectl.json("get", "pipeline", "reach-the-api", "-n", tenant)
+        conditions = found.get("status", {}).get("conditions") or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    wait_until(ready, what="the tenant's Pipeline Ready", timeout=60)
+    token = chartnode.admin_token(kubectl, namespace)
+    run_id, state = asyncio.run(_run_through_the_api(url, token, tenant, "reach-the-api"))
+    assert state == "failed", state  # the closed step failed; the open one did not
+    jobs = kubectl.json("get", "jobs", "-n", tenant, "-l", f"dirigent.dev/run={run_id}")
+    assert len(jobs["items"]) == 2  # both ran in the tenant's namespace
+    [closed] = engine.attempts(tenant, run_id, "closed")
+    [opened] = engine.attempts(tenant, run_id, "open")
+    assert (closed.status, opened.status) == ("failed", "succeeded"), (closed, opened)
+    assert opened.output["log_tail"].strip() == "reached"
+
+
 def _kubectl_get_pipelines_shows_the_run(install: Install) -> None:
     kubectl, namespace = install.kubectl, install.namespace
 
@@ -279,8 +332,12 @@ def test_helm_install_runs_dirigent_and_a_real_container(
         release=f"r{uuid.uuid4().hex[:6]}",
     )
     chartnode.adopt_crds(kubectl, install.release, namespace)
+    tenant = f"{namespace}-c"  # a team's namespace: the chart serves it, nobody made RBAC there
+    kubectl.run("create", "namespace", tenant)
+    chart_values = chartnode.values(image, install.release)
+    chart_values["tenants"] = {"namespaces": [namespace, tenant]}
     values = tmp_path / "values.yaml"
-    values.write_text(yaml.safe_dump(chartnode.values(image, install.release)))
+    values.write_text(yaml.safe_dump(chart_values))
     try:
         _helm_install(install, values)
         _the_processes_are_real_containers(install, real_node)
@@ -291,9 +348,15 @@ def test_helm_install_runs_dirigent_and_a_real_container(
             install, postgres, key, real_node.node_name
         )
         _kubectl_get_pipelines_shows_the_run(install)
+        _a_tenant_namespace_runs_jobs_without_hand_made_rbac_and_without_network(
+            install, tenant, engine
+        )
         _uninstall_keeps_crds_and_history(install, engine, run_id)
     finally:
         _clean_up(install)
+        kubectl.run("patch", "pipeline", "reach-the-api", "-n", tenant, "--type=merge",
+                    "-p", '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
+        kubectl.run("delete", "namespace", tenant, "--wait=false", check=False)
 
 
 def _pod_logs(kubectl: Kubectl, namespace: str) -> str:
@@ -306,9 +369,11 @@ def _pod_logs(kubectl: Kubectl, namespace: str) -> str:
     return "\n".join(out)
 
 
-async def _run_through_the_api(url: str, token: str, namespace: str) -> tuple[int, str]:
+async def _run_through_the_api(
+    url: str, token: str, namespace: str, pipeline: str = "hello-container"
+) -> tuple[int, str]:
     async with Client(url, token) as api:
-        created = await api.run(namespace, "hello-container")
+        created = await api.run(namespace, pipeline)
         run = await eventually(
             lambda: api.get_run(namespace, created.run_id),
             lambda r: r.status in ("succeeded", "failed", "cancelled", "completed_with_errors"),

@@ -187,12 +187,12 @@ def _until_answers(
     """Poll until every URL fails (``blocked``) or answers; policies apply within seconds."""
     seen: list[str] = []
 
-    def settled() -> bool:
+    def applied() -> bool:
         seen[:] = _fetch_from_client(kubectl, namespace, *urls)
         return all(a.startswith("error:") == blocked for a in seen)
 
     try:
-        wait_until(settled, what=what, timeout=60, interval=0.5)
+        wait_until(applied, what=what, timeout=60, interval=0.5)
     except TimeoutError:
         raise AssertionError(f"{what}: the client saw {seen}") from None
     return seen

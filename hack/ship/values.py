@@ -46,12 +46,12 @@ ENGINE_SETTINGS_IN_CHART: dict[str, str] = {
     "metrics_port": "metrics.port",
     "worker_concurrency": "worker.concurrency",
     "worker_tags": "worker.tags",
+    "artifact_root": "artifacts.root",
+    "artifact_connection": "artifacts.connection",
 }
 
 # Sentences for engine settings whose field carries no description of its own.
 _SETTING_DOCS: dict[str, str] = {
-    "artifact_root": "Folder for step artifacts larger than inlineArtifactMax (the image sets "
-    "/var/lib/dirigent/artifacts, an emptyDir in the chart).",
     "enabled_unsafe_blocks": "Blocks allowed through the unsafe gate, e.g. [docker.run].",
     "inline_artifact_max": "Largest output kept inline in the database (bytes, or 64kb).",
     "poll_interval": "How often an idle worker looks for due attempts (30s, 500ms, seconds).",
@@ -156,6 +156,24 @@ class SecretKey(_Strict):
         "(openssl rand -base64 32).",
     )
     key: str = _f("secret-key", "Key inside that Secret.")
+
+
+class Artifacts(_Strict):
+    """Where step artifacts and storage scratch live, for every process (issue 32)."""
+
+    root: str = _f(
+        "",
+        "Where artifacts go (DIRIGENT_ARTIFACT_ROOT): an object-storage URI such as "
+        "s3://bucket/prefix, which every pod reads (a shared installation needs this); empty "
+        "means /var/lib/dirigent/artifacts, an emptyDir each pod has alone, for a single-pod "
+        "try only (the API cannot serve what a worker wrote there, nor can another worker read it).",
+    )
+    connection: str = _f(
+        "",
+        "A Connection in the release namespace (kind s3 for s3://) whose settings open the "
+        "root (DIRIGENT_ARTIFACT_CONNECTION); empty means the pods' ambient identity (the "
+        "AWS_* environment in extraEnv, or a web identity from the ServiceAccount annotations).",
+    )
 
 
 class ServiceMonitor(_Strict):
@@ -347,6 +365,7 @@ class Values(_Strict):
     crds: Crds = _f(Crds(), "CustomResourceDefinitions.")
     database: Database = _f(Database(), "PostgreSQL.")
     secret_key: SecretKey = _f(SecretKey(), "Key sealing connection secrets at rest.")
+    artifacts: Artifacts = _f(Artifacts(), "Artifact storage.")
     settings: Settings = _f(Settings(), "Engine settings for every process (DIRIGENT_*).")  # type: ignore[valid-type]
     metrics: Metrics = _f(Metrics(), "Prometheus metrics.")
     dashboards: Dashboards = _f(Dashboards(), "Grafana dashboards.")

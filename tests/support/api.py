@@ -40,13 +40,18 @@ class Api:
 @contextlib.asynccontextmanager
 async def served(
     url: str,
-    root: Path,
+    root: Path | str,
     *,
     streams: StreamBudget | None = None,
     stream_settings: StreamSettings | None = None,
     auth: Auth | None = None,
+    artifact_connection: str | None = None,
 ) -> AsyncIterator[Api]:
-    async with harness(url, root, secret_key=SECRET_KEY) as h:
+    """``root``: the artifact root, a folder or a URI (``artifact_connection`` names the
+    Connection that reaches it)."""
+    async with harness(
+        url, root, secret_key=SECRET_KEY, artifact_connection=artifact_connection
+    ) as h:
         metrics = ApiMetrics()
         app = create_app(
             h.engine,

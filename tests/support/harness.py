@@ -151,17 +151,19 @@ class Harness:
 @contextlib.asynccontextmanager
 async def harness(
     url: str,
-    root: Path,
+    root: Path | str,
     *,
     unsafe: tuple[str, ...] = ("testing.unsafe",),
     registry: CollectorRegistry | None = None,
     **settings: Any,
 ) -> AsyncIterator[Harness]:
-    """An engine opened on ``url`` (``Engine.open``); ``settings`` add to its EngineSettings
-    (a ``secret_key``, scheduler timings), ``registry`` is the process's metrics registry."""
+    """An engine opened on ``url`` (``Engine.open``, which closes the stores it opened);
+    ``root`` is the artifact root, a folder or a URI; ``settings`` add to its EngineSettings
+    (a ``secret_key``, an ``artifact_connection``, scheduler timings); ``registry`` is the
+    process's metrics registry."""
     full = EngineSettings(
         database_url=url,
-        artifact_root=root,
+        artifact_root=root,  # type: ignore[arg-type]  # a folder or a URI
         metrics_port=None,
         enabled_unsafe_blocks=list(unsafe),
         **settings,

@@ -88,6 +88,14 @@ app.kubernetes.io/component: {{ .component }}
       key: {{ .Values.secretKey.key }}
 - name: DIRIGENT_METRICS_PORT
   value: {{ $port | quote }}
+{{- with .Values.artifacts.root }}
+- name: DIRIGENT_ARTIFACT_ROOT
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.artifacts.connection }}
+- name: DIRIGENT_ARTIFACT_CONNECTION
+  value: {{ ternary . (printf "%s/%s" $.ctx.Release.Namespace .) (contains "/" .) | quote }}
+{{- end }}
 {{- range $key, $value := .Values.settings }}
 {{- if not (kindIs "invalid" $value) }}
 - name: DIRIGENT_{{ $key | snakecase | upper }}

@@ -196,6 +196,12 @@ async def test_catalog_workers_and_system_info(api: Api) -> None:
         )
         workers = listed.items
     assert workers[0].status == "active"
+    schemes = await api.client.list_storage_schemes()
+    assert [(s.scheme, s.plugin, s.connection_kind) for s in schemes] == [
+        ("file", "engine", None),
+        ("s3", "s3", "s3"),  # the dirigent-storage-s3 distribution, installed in the workspace
+    ]
     info = await api.client.system_info()
     assert info.blocks == len(blocks) and info.schema_revision
+    assert info.storage_schemes == ["file", "s3"]
     assert info.enabled_unsafe_blocks == ["testing.unsafe"]

@@ -7,6 +7,10 @@ and in a successful answer; a Connection whose fields do not fit its kind's mode
 under a field the kind does not have; a model-level refusal, whose input is the whole
 connection); a health check that fails (a Slack webhook URL is itself the credential; a
 kubeconfig text that does not parse quotes the line it stopped at).
+
+A Connection the door refuses is also stored underneath it, through the store's
+``apply_connection``, as a row stored before that check would be: the runtime's own refusal
+of such a row is one of the paths.
 """
 
 from __future__ import annotations
@@ -21,7 +25,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from dirigent.engine import EngineSettings, ProblemsError
+from dirigent.engine.infrastructure.crypto import SecretSealer
 from dirigent.engine.shapes.manifests import parse_manifest
+from dirigent.engine.store.pool import in_transaction
+from dirigent.engine.store.transactions.connections import apply_connection as store_connection
 from tests.integration.blocks.test_http import pipeline, run_one
 from tests.support.harness import Harness, harness
 from tests.support.servers import Server
@@ -53,7 +61,25 @@ async def apply_connection(
     }
     manifest, problems = parse_manifest(doc)
     assert manifest is not None, problems
-    await h.engine.manifests.apply(manifest, h.namespace, secret_values=secrets)
+    refused: list[ProblemsError] = []
+    try:
+        await h.engine.manifests.apply(manifest, h.namespace, secret_values=secrets)
+    except ProblemsError as err:
+        refused.append(err)
+    if not refused:
+        return
+    # The door refuses a Connection its kind does not accept, never quoting a value...
+    assert {p.code for p in refused[0].problems} == {"connection.settings.invalid"}
+    assert_nowhere(repr(refused[0].problems), secrets=tuple(secrets.values()))
+    # ...but a row stored before that check, or whose kind changed since, still reaches the
+    # runtime: store it underneath the door, as such a row would be, to prove that path too.
+    sealer = SecretSealer.from_settings(EngineSettings())
+    await in_transaction(
+        h.pool,
+        lambda c: store_connection(
+            c, manifest, namespace=h.namespace, secret_values=secrets, sealer=sealer
+        ),
+    )
 
 
 async def everything_stored(h: Harness, holding: str) -> str:

@@ -155,7 +155,7 @@ apiVersion: dirigent.dev/v1alpha1
 kind: Pipeline
 metadata: {name: needs}
 spec:
-  requires: {pipelines: [needs, child], storage: [file, s3]}
+  requires: {pipelines: [needs, child], storage: [file, s3, gs]}
   steps:
     say: {block: core.echo, config: {value: 1}}
 """
@@ -170,13 +170,13 @@ spec:
         ),
         (
             "pipeline.storage.unknown",
-            "spec.requires.storage[1]",
-            "storage 's3' is required but no backend serves 's3://' (served: file://)",
+            "spec.requires.storage[2]",
+            "storage 'gs' is required but no backend serves 'gs://' (served: file://, s3://)",
         ),
     }
-    # Once the required pipeline is active (and s3 no longer asked for), it is applied.
+    # Once the required pipeline is active (and gs no longer asked for), it is applied.
     await apply(h, BASE.format(value=1).replace("{name: p}", "{name: child}"))
-    applied = await apply(h, needs.replace(", s3]", "]"))
+    applied = await apply(h, needs.replace(", gs]", "]"))
     assert applied.action == "created"
 
 

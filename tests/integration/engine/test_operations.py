@@ -54,7 +54,7 @@ async def test_workers_register_heartbeat_and_stop_cleanly(
     row = await h.fetchval(
         "SELECT row(hostname <> '', version, plugins, tags, concurrency, status)::text FROM workers"
     )
-    assert row == '(t,0.1.0,"[""builtin"", ""testing""]","[""gpu"", ""eu""]",3,active)'
+    assert row == '(t,0.1.0,"[""builtin"", ""s3"", ""testing""]","[""gpu"", ""eu""]",3,active)'
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
     assert await h.fetchval("SELECT status FROM workers") == "stopped"
@@ -134,7 +134,8 @@ spec:
     async with h.workers(1):
         await h.until_finished(old.run_id)
         await h.until_finished(new.run_id)
-    old_scratch = Path(h.storage.path(h.storage.run_prefix(old.run_id)))
+    assert h.storage.files is not None
+    old_scratch = h.storage.files.path(h.storage.run_prefix(h.namespace, old.run_id))
     assert old_scratch.exists()  # the large output was written under the run's prefix
     await h.execute(
         "UPDATE runs SET finished_at = now() - interval '40 days' WHERE id = $1", old.run_id

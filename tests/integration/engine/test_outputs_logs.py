@@ -62,7 +62,9 @@ spec:
         }
     assert rows["small"]["inline"] == {"value": "tiny"} and rows["small"]["uri"] is None
     large = rows["large"]
-    assert large["inline"] is None and large["uri"].startswith(h.storage.run_prefix(run.run_id))
+    assert large["inline"] is None and large["uri"].startswith(
+        h.storage.run_prefix(h.namespace, run.run_id) + "/"
+    )
     data = Path(urlparse(large["uri"]).path).read_bytes()
     assert json.loads(data) == {"value": big}
     assert large["size"] == len(data) and large["digest"] == hashlib.sha256(data).hexdigest()

@@ -30,7 +30,7 @@ def _log_failure() -> None:
         _fail_holding_a_secret()
     except RuntimeError:
         structlog.get_logger("dirigent.test").exception("step.failed", step="load")
-        logging.getLogger("uvicorn.error").exception("foreign library failed")
+        logging.getLogger("a_third_party_library").exception("foreign library failed")
 
 
 def test_json_lines_carry_the_traceback_as_a_string(capsys: pytest.CaptureFixture[str]) -> None:

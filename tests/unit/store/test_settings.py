@@ -111,3 +111,39 @@ def test_a_pooler_url_without_a_direct_url_is_warned_about() -> None:
         assert "app@" not in warning  # the host and port, never credentials
     assert pooler_warning(settings(pgbouncer, direct="postgresql://db:5432/dirigent")) is None
     assert pooler_warning(settings("postgresql+asyncpg://db.data:5432/dirigent")) is None
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        ("/var/lib/dirigent/artifacts", "/var/lib/dirigent/artifacts"),
+        ("file:///var/lib/dirigent/artifacts", "file:///var/lib/dirigent/artifacts"),
+        ("s3://bucket/prefix", "s3://bucket/prefix"),
+        ("  s3://bucket  ", "s3://bucket"),
+    ],
+)
+def test_the_artifact_root_is_a_folder_or_a_uri(
+    given: str, kept: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DIRIGENT_ARTIFACT_ROOT", given)
+    assert EngineSettings().artifact_root == kept
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("", "not empty"),
+        ("S3://bucket", "is not a URI scheme"),
+        ("s3://", "names no bucket"),
+    ],
+)
+def test_an_artifact_root_that_is_neither_is_refused(given: str, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        EngineSettings(artifact_root=given)
+
+
+def test_the_artifact_connection_names_namespace_and_name() -> None:
+    assert EngineSettings(artifact_connection="dirigent-system/artifacts").artifact_connection
+    for bad in ("artifacts", "a/b/c", "Team/x"):
+        with pytest.raises(ValidationError, match=r"<namespace>/<name>"):
+            EngineSettings(artifact_connection=bad)

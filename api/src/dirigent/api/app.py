@@ -31,7 +31,7 @@ from dirigent.api.routes import (
 )
 from dirigent.api.routes.hooks import hooks_router
 from dirigent.api.streams import RunFeeds, StreamSettings
-from dirigent.engine import Engine
+from dirigent.engine import Engine, EngineSettings
 
 API_PREFIX = "/api/v1"
 
@@ -86,6 +86,8 @@ def create_app(
     app.state.streams = streams or StreamBudget()
     app.state.stream_settings = stream_settings or StreamSettings()
     app.state.feeds = RunFeeds(engine, poll=app.state.stream_settings.poll)
-    app.add_middleware(RequestGuard, auth=auth, max_body=engine.settings.api_max_body)
+    # A test may build the app around no engine at all: the default limit then.
+    settings = getattr(engine, "settings", None) or EngineSettings()
+    app.add_middleware(RequestGuard, auth=auth, max_body=settings.api_max_body)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     return app

@@ -25,7 +25,6 @@ import yaml
 from dirigent.cli.output import Output, OutputOption, text_mode
 from dirigent.engine import (
     DEFAULT_NAMESPACE,
-    SERVED_SCHEMES,
     Catalog,
     check_against_catalog,
     discover,
@@ -60,7 +59,7 @@ def catalog_problems(
             catalog,
             connections=named.get(("Connection", namespace), set()),
             pipelines=named.get(("Pipeline", namespace), set()),
-            storage_schemes=SERVED_SCHEMES,
+            storage_schemes=catalog.storage_schemes,
         )
         out += [p.at(file=item.source.file, document=item.source.index) for p in found]
     return out

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from dirigent.engine.door.local import LocalInstance, local_instance
     from dirigent.engine.door.manifests import Deleted
     from dirigent.engine.door.migrating import MigrationFailed, MigrationResult
+    from dirigent.engine.door.system import storage_schemes
     from dirigent.engine.infrastructure.embedded import EmbeddedPostgres, EmbeddedPostgresError
     from dirigent.engine.infrastructure.logconfig import configure_logging
     from dirigent.engine.infrastructure.plugins import (
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
         discover,
     )
     from dirigent.engine.infrastructure.settings import EngineSettings, pooler_warning
-    from dirigent.engine.infrastructure.storage import SERVED_SCHEMES
     from dirigent.engine.rules.validation.catalog import check_against_catalog
     from dirigent.engine.rules.validation.documents import DEFAULT_NAMESPACE, validate_documents
     from dirigent.engine.rules.validation.pipelines import check_pipeline
@@ -69,7 +69,6 @@ _HOMES = {
     "RunCreated": "dirigent.engine.store.transactions.runs",
     "RunFilter": "dirigent.engine.store.queries.reads",
     "RunRequest": "dirigent.engine.store.transactions.runs",
-    "SERVED_SCHEMES": "dirigent.engine.infrastructure.storage",
     "build_catalog": "dirigent.engine.infrastructure.plugins",
     "check_against_catalog": "dirigent.engine.rules.validation.catalog",
     "check_pipeline": "dirigent.engine.rules.validation.pipelines",
@@ -79,12 +78,12 @@ _HOMES = {
     "discover": "dirigent.engine.infrastructure.plugins",
     "local_instance": "dirigent.engine.door.local",
     "pooler_warning": "dirigent.engine.infrastructure.settings",
+    "storage_schemes": "dirigent.engine.door.system",
     "validate_documents": "dirigent.engine.rules.validation.documents",
 }
 
 __all__ = [
     "DEFAULT_NAMESPACE",
-    "SERVED_SCHEMES",
     "Applied",
     "BlockEntry",
     "Catalog",
@@ -111,6 +110,7 @@ __all__ = [
     "discover",
     "local_instance",
     "pooler_warning",
+    "storage_schemes",
     "validate_documents",
 ]
 

@@ -25,7 +25,6 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from dirigent.engine import (
-    SERVED_SCHEMES,
     ProblemsError,
     check_against_catalog,
     check_pipeline,
@@ -97,7 +96,7 @@ def _against_catalog(
         ctx.engine.catalog,
         connections=connections,
         enabled_unsafe=ctx.engine.enabled_unsafe,
-        storage_schemes=SERVED_SCHEMES,
+        storage_schemes=ctx.engine.catalog.storage_schemes,
     )
 
 

@@ -17,7 +17,6 @@ from pydantic import ValidationError
 
 from dirigent.engine.infrastructure.crypto import SecretSealer
 from dirigent.engine.infrastructure.plugins import Catalog
-from dirigent.engine.infrastructure.storage import SERVED_SCHEMES
 from dirigent.engine.rules.firing import DEFAULT_GRACE
 from dirigent.engine.rules.templates import check_alerting
 from dirigent.engine.rules.validation.catalog import check_against_catalog
@@ -113,7 +112,7 @@ async def _apply_pipeline(
         connections=names,
         enabled_unsafe=enabled_unsafe,
         pipelines=await definitions.active_among(conn, namespace, manifest.required_pipelines),
-        storage_schemes=SERVED_SCHEMES,
+        storage_schemes=catalog.storage_schemes,
     )
     problems += check_alerting(manifest, catalog, connections=names)
     if problems:

@@ -15,13 +15,14 @@ resource the way the REST API's routers are:
 - ``engine.system``: installed blocks, readiness, installation info;
 - ``Engine.migrate`` / ``Engine.schema_head``: the schema, before any engine exists.
 
-It owns the pool, the catalog, the version cache, the secret sealer, the artifact storage
-and every transaction; a caller never sees a connection. Built once per process from
+It owns the pool, the catalog, the version cache, the secret sealer, the artifact store
+(every storage scheme's opened stores, closed with the engine) and every transaction; a caller never sees a connection. Built once per process from
 ``EngineSettings`` (``Engine.open``), so two engines in one process never share state.
 
 Errors a person can act on are ``ProblemsError`` (a list of located problems with dotted
 codes); ``EngineUnavailable`` means the database cannot be used at all (unreachable, or not
-migrated), with one line saying what to do.
+migrated) or the artifact root cannot be (no installed backend serves its scheme), with one
+line saying what to do.
 """
 
 from __future__ import annotations
@@ -41,12 +42,15 @@ from dirigent.engine.door.runs import Runs
 from dirigent.engine.door.system import System
 from dirigent.engine.door.triggers import Triggers
 from dirigent.engine.door.workers import Workers
+from dirigent.engine.infrastructure.artifacts import ArtifactStore
 from dirigent.engine.infrastructure.crypto import SecretSealer
 from dirigent.engine.infrastructure.plugins import Catalog, discover
 from dirigent.engine.infrastructure.settings import EngineSettings
-from dirigent.engine.infrastructure.storage import FileStorage
+from dirigent.engine.runtime.connecting import connection_reader
+from dirigent.engine.shapes.problems import EngineUnavailable
 from dirigent.engine.store.pool import Database
 from dirigent.engine.store.schema.database import MigrationResult, require_head
+from dirigent.sdk import StorageRefused
 
 __all__ = ["Engine"]
 
@@ -69,7 +73,7 @@ class Engine:
             db=database,
             catalog=catalog,
             registry=registry or CollectorRegistry(),
-            storage=FileStorage(settings.artifact_root),
+            storage=_artifact_store(settings, catalog, database, sealer),
             sealer=sealer,
             enabled_unsafe=frozenset(settings.enabled_unsafe_blocks),
         )
@@ -114,7 +118,11 @@ class Engine:
             url, max_size=pool_size or settings.database_pool_size, direct_url=direct
         )
         try:
-            yield cls(settings, database, catalog or discover(), registry)
+            engine = cls(settings, database, catalog or discover(), registry)
+            try:
+                yield engine
+            finally:
+                await engine.storage.aclose()  # the stores it opened (an S3 client's sessions)
         finally:
             await database.close()
 
@@ -127,3 +135,16 @@ class Engine:
     def schema_head() -> str:
         """The schema revision this release expects."""
         return migrating.schema_head()
+
+
+def _artifact_store(
+    settings: EngineSettings, catalog: Catalog, database: Database, sealer: SecretSealer | None
+) -> ArtifactStore:
+    """The process's artifact store; a root no installed backend serves stops the process
+    with one line (as an unusable database does), not at the first artifact."""
+    try:
+        return ArtifactStore.from_settings(
+            settings, catalog, connection_reader(database.pool.acquire, sealer)
+        )
+    except StorageRefused as err:
+        raise EngineUnavailable(f"DIRIGENT_ARTIFACT_ROOT: {err}") from None

@@ -15,10 +15,10 @@ from typing import TypeVar
 
 from prometheus_client import CollectorRegistry
 
+from dirigent.engine.infrastructure.artifacts import ArtifactStore
 from dirigent.engine.infrastructure.crypto import SecretSealer
 from dirigent.engine.infrastructure.plugins import Catalog
 from dirigent.engine.infrastructure.settings import EngineSettings
-from dirigent.engine.infrastructure.storage import FileStorage
 from dirigent.engine.infrastructure.trigger_metrics import RunMetrics
 from dirigent.engine.shapes.problems import EngineUnavailable, ProblemsError, problem
 from dirigent.engine.store.pool import (
@@ -41,7 +41,7 @@ class Parts:
     db: Database
     catalog: Catalog
     registry: CollectorRegistry
-    storage: FileStorage
+    storage: ArtifactStore
     sealer: SecretSealer | None
     enabled_unsafe: frozenset[str]
     versions: VersionCache = field(default_factory=VersionCache)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dirigent.engine.door.paging import checked_limit, page_of
 from dirigent.engine.door.parts import Parts
-from dirigent.engine.infrastructure.storage import SERVED_SCHEMES
 from dirigent.engine.rules.validation.catalog import check_against_catalog
 from dirigent.engine.rules.validation.pipelines import check_pipeline
 from dirigent.engine.shapes.manifests.export import to_yaml
@@ -77,5 +76,5 @@ class Pipelines:
             connections=names,
             enabled_unsafe=self._p.enabled_unsafe,
             pipelines=active,
-            storage_schemes=SERVED_SCHEMES,
+            storage_schemes=self._p.catalog.storage_schemes,
         )

@@ -7,11 +7,10 @@ another namespace is answered exactly like a run that does not exist.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from typing import Any
 
 from dirigent.engine.door.paging import checked_limit, page_of
 from dirigent.engine.door.parts import Parts, answerable
+from dirigent.engine.infrastructure.artifacts import ArtifactContent
 from dirigent.engine.runtime import cancelling
 from dirigent.engine.shapes.views import (
     ArtifactView,
@@ -32,8 +31,6 @@ from dirigent.engine.store.queries.reads import RunFilter
 from dirigent.engine.store.transactions import retrying, runs
 from dirigent.engine.store.transactions.retrying import ManualRetry
 from dirigent.engine.store.transactions.runs import RunCreated, RunRequest
-
-_CHUNK = 65536
 
 
 class Runs:
@@ -184,19 +181,20 @@ class Runs:
 
     async def artifact(
         self, namespace: str, run_id: int, artifact_id: int
-    ) -> tuple[ArtifactView, AsyncIterator[bytes]] | None:
-        """An artifact's metadata and its content as chunks (inline JSON, or from storage)."""
+    ) -> tuple[ArtifactView, ArtifactContent] | None:
+        """An artifact's metadata and its content, not yet opened (inline JSON, or stored).
+
+        ``content.open(offset, length)`` opens a byte range before it yields, so a caller
+        answering over HTTP learns of a missing object (``ObjectNotFound``), a range past the
+        end (``InvalidRange``) or a store that does not answer (``StorageUnavailable``)
+        before it has promised a status; nothing is opened until then.
+        """
         found = await self._p.read(lambda c: api_reads.artifact(c, namespace, run_id, artifact_id))
         if found is None:
             return None
         view, inline, uri = found
-        return view, self._content(inline, uri)
-
-    async def _content(self, inline: Any, uri: str | None) -> AsyncIterator[bytes]:
         if uri is None:
             # The bytes the worker measured and hashed when it stored the value inline.
-            yield json.dumps(inline, sort_keys=True, separators=(",", ":")).encode()
-            return
-        data = await self._p.storage.read_bytes(uri)
-        for start in range(0, len(data), _CHUNK):
-            yield data[start : start + _CHUNK]
+            data = json.dumps(inline, sort_keys=True, separators=(",", ":")).encode()
+            return view, ArtifactContent.inline(data, view.content_type)
+        return view, ArtifactContent.stored(self._p.storage, uri)

@@ -1,4 +1,5 @@
-"""The system facet: the installed blocks, readiness, and what this installation runs."""
+"""The system facet: the installed blocks and storage schemes, readiness, and what this
+installation runs."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ import asyncio
 import importlib.metadata
 
 from dirigent.engine.door.parts import Parts
-from dirigent.engine.infrastructure.plugins import BlockEntry
+from dirigent.engine.infrastructure.plugins import BlockEntry, Catalog
 from dirigent.engine.shapes.problems import EngineUnavailable
-from dirigent.engine.shapes.views import BlockView, SystemInfo
+from dirigent.engine.shapes.views import BlockView, StorageSchemeView, SystemInfo
 from dirigent.engine.store.pool import DATABASE_ERRORS
 from dirigent.engine.store.queries import api_reads
 from dirigent.engine.store.schema.database import current_revision
@@ -25,6 +26,10 @@ class System:
         entries = self._p.catalog.blocks.items()
         return [_block_view(e) for key, e in sorted(entries) if key == e.id]
 
+    def storage_schemes(self) -> list[StorageSchemeView]:
+        """The URI schemes this installation serves, ``file`` first, then by scheme."""
+        return storage_schemes(self._p.catalog)
+
     async def ready(self) -> None:
         """Raise EngineUnavailable unless the database answers a query now."""
         try:
@@ -40,6 +45,7 @@ class System:
             schema_revision=revision,
             plugins=list(catalog.plugins),
             blocks=len(self.blocks()),
+            storage_schemes=sorted(catalog.storage_schemes),
             connection_kinds=sorted(catalog.connection_kinds),
             notifiers=sorted(catalog.notifiers),
             enabled_unsafe_blocks=sorted(self._p.enabled_unsafe),
@@ -60,6 +66,21 @@ def _block_view(entry: BlockEntry) -> BlockView:
         config_schema=entry.config_schema,
         output_schema=entry.output_schema,
     )
+
+
+def storage_schemes(catalog: Catalog) -> list[StorageSchemeView]:
+    """What ``dirigent blocks list`` and the API's catalog show of storage."""
+    host = StorageSchemeView(
+        scheme="file",
+        plugin="engine",
+        summary="Files under the artifact root (file:///root/...); served when the root is a folder.",
+    )
+    return [host] + [
+        StorageSchemeView(
+            scheme=e.scheme, plugin=e.plugin, summary=e.summary, connection_kind=e.connection_kind
+        )
+        for _, e in sorted(catalog.storage_backends.items())
+    ]
 
 
 def _version() -> str:

@@ -5,6 +5,10 @@ once, when a process starts; after that the engine looks blocks up in a dict and
 methods directly, so a block call costs what a method call costs. The catalog also carries
 each block's published JSON Schemas, which apply-time validation and the block reference
 read.
+
+Storage backends are catalogued by URI scheme: ``file`` is the host's own, every other
+scheme comes from exactly one plugin (two plugins contributing one scheme is refused at
+start, naming both), and ``storage_schemes`` is what ``requires.storage`` is checked against.
 """
 
 from __future__ import annotations
@@ -23,9 +27,13 @@ from dirigent.sdk import (
     Notifier,
     Operator,
     Sensor,
+    StorageBackend,
 )
 
 log = structlog.get_logger(__name__)
+
+HOST_SCHEMES: frozenset[str] = frozenset({"file"})
+"""Schemes the engine serves itself (``infrastructure.storage``); no plugin contributes them."""
 
 
 @dataclass(frozen=True)
@@ -45,16 +53,39 @@ class BlockEntry:
 
 
 @dataclass(frozen=True)
+class SchemeEntry:
+    """One storage scheme in the catalog: its backend and the plugin that contributed it."""
+
+    scheme: str
+    backend: StorageBackend[Any]
+    plugin: str
+
+    @property
+    def summary(self) -> str:
+        return type(self.backend).summary
+
+    @property
+    def connection_kind(self) -> str | None:
+        return type(self.backend).connection_kind
+
+
+@dataclass(frozen=True)
 class Catalog:
-    """Everything the installed plugins contribute, indexed by id."""
+    """Everything the installed plugins contribute, indexed by id (schemes by scheme)."""
 
     blocks: Mapping[str, BlockEntry] = field(default_factory=dict)
     connection_kinds: Mapping[str, ConnectionKind[Any]] = field(default_factory=dict)
     notifiers: Mapping[str, Notifier[Any]] = field(default_factory=dict)
     plugins: tuple[str, ...] = ()
+    storage_backends: Mapping[str, SchemeEntry] = field(default_factory=dict)
 
     def block(self, block_id: str) -> BlockEntry | None:
         return self.blocks.get(block_id)
+
+    @property
+    def storage_schemes(self) -> frozenset[str]:
+        """Every scheme a worker with this catalog serves: the host's and the plugins'."""
+        return HOST_SCHEMES | frozenset(self.storage_backends)
 
 
 def _schema(model: Any) -> dict[str, Any]:
@@ -67,9 +98,11 @@ def build_catalog(contributions: Iterable[tuple[str, Contribution]]) -> Catalog:
     blocks: dict[str, BlockEntry] = {}
     kinds: dict[str, ConnectionKind[Any]] = {}
     notifiers: dict[str, Notifier[Any]] = {}
+    schemes: dict[str, SchemeEntry] = {}
     names: list[str] = []
     for plugin, contribution in contributions:
         names.append(plugin)
+        _add_schemes(schemes, plugin, contribution)
         members: list[tuple[Literal["operator", "sensor"], Operator[Any, Any] | Sensor[Any, Any]]]
         members = [("operator", b) for b in contribution.operators]
         members += [("sensor", b) for b in contribution.sensors]
@@ -93,7 +126,21 @@ def build_catalog(contributions: Iterable[tuple[str, Contribution]]) -> Catalog:
             kinds[type(ck).id] = ck
         for n in contribution.notifiers:
             notifiers[type(n).id] = n
-    return Catalog(blocks, kinds, notifiers, tuple(names))
+    return Catalog(blocks, kinds, notifiers, tuple(names), schemes)
+
+
+def _add_schemes(schemes: dict[str, SchemeEntry], plugin: str, contribution: Contribution) -> None:
+    """A plugin's storage backends; a scheme another plugin (or the host) serves is refused."""
+    for backend in contribution.storage_backends:
+        scheme = type(backend).scheme
+        if scheme in HOST_SCHEMES:  # Contribution refuses it too; a hand-built one may not
+            raise ValueError(f"storage scheme {scheme!r} of {plugin!r} is the engine's own")
+        if scheme in schemes:
+            raise ValueError(
+                f"storage scheme {scheme!r} is contributed by both "
+                f"{schemes[scheme].plugin!r} and {plugin!r}"
+            )
+        schemes[scheme] = SchemeEntry(scheme, backend, plugin)
 
 
 def discover(group: str = ENTRY_POINT_GROUP) -> Catalog:

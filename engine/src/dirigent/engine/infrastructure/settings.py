@@ -6,7 +6,8 @@ instance, so tests build their own and two engines in one process never share st
 
 Values written by people accept the same spellings as pipeline documents: durations as
 `30s`, `1h`, `500ms` or bare seconds; sizes as `64kb` or bare bytes; lists as
-comma-separated text (`a,b`) or a JSON array.
+comma-separated text (`a,b`) or a JSON array. The artifact root is a folder (`/data`, or
+`file:///data`) or a URI of an installed storage scheme (`s3://bucket/prefix`).
 """
 
 from __future__ import annotations
@@ -23,12 +24,18 @@ from urllib.parse import urlsplit
 from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from dirigent.sdk.names import ENTITY_NAME_PATTERN, NAMESPACE_PATTERN
+from dirigent.sdk.storage import SCHEME_PATTERN
 from dirigent.sdk.units import Duration, Size
 
 __all__ = ["SECRET_KEY_BYTES", "EngineSettings", "decode_secret_key"]
 
 SECRET_KEY_BYTES: Final = 32
 _HEX_KEY: Final = re.compile(r"^[0-9a-fA-F]{64}$")
+_SCHEME: Final = re.compile(SCHEME_PATTERN)
+_CONNECTION_REF: Final = re.compile(
+    NAMESPACE_PATTERN.removesuffix("$") + "/" + ENTITY_NAME_PATTERN.removeprefix("^")
+)
 
 
 def decode_secret_key(text: str) -> bytes:
@@ -54,6 +61,23 @@ def decode_secret_key(text: str) -> bytes:
             f"to {len(key)} (generate one with `openssl rand -base64 32`)"
         )
     return key
+
+
+def _artifact_root(value: Any) -> Any:
+    """A folder or a URI, as text: ``/data``, ``file:///data``, ``s3://bucket/prefix``."""
+    if isinstance(value, Path):
+        return str(value)
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if not text:
+        raise ValueError("must be a folder or a URI such as s3://bucket/prefix, not empty")
+    scheme, sep, rest = text.partition("://")
+    if sep and not _SCHEME.fullmatch(scheme):
+        raise ValueError(f"{scheme!r} is not a URI scheme (write s3://bucket/prefix or a folder)")
+    if sep and scheme != "file" and not rest.strip("/"):
+        raise ValueError(f"{text} names no bucket or location after {scheme}://")
+    return text
 
 
 def _csv_list(value: Any) -> Any:
@@ -106,7 +130,18 @@ class EngineSettings(BaseSettings):
         default=None,
         description="32-byte AES-GCM key for connection secrets: 64 hex digits or base64.",
     )
-    artifact_root: Path = Path("./.dirigent/artifacts")
+    artifact_root: Annotated[str, BeforeValidator(_artifact_root)] = Field(
+        default=".dirigent/artifacts",
+        description="Where step artifacts larger than inlineArtifactMax and storage scratch "
+        "go: a folder (file://; the image sets /var/lib/dirigent/artifacts) or a URI of an "
+        "installed storage scheme such as s3://bucket/prefix. Each namespace gets its own "
+        "part, <root>/namespaces/<namespace>.",
+    )
+    artifact_connection: str | None = Field(
+        default=None,
+        description="The Connection (namespace/name) whose settings open the artifact root's "
+        "store, e.g. dirigent-system/artifacts; unset: the processes' ambient identity.",
+    )
     enabled_unsafe_blocks: CsvList = Field(default_factory=list)
     inline_artifact_max: Bytes = Field(default=65536, ge=0)
     worker_concurrency: int = Field(default=8, ge=1)
@@ -155,6 +190,16 @@ class EngineSettings(BaseSettings):
     def _check_secret_key(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None:
             decode_secret_key(value.get_secret_value())
+        return value
+
+    @field_validator("artifact_connection")
+    @classmethod
+    def _check_artifact_connection(cls, value: str | None) -> str | None:
+        if value is not None and not _CONNECTION_REF.fullmatch(value):
+            raise ValueError(
+                "must name a Connection as <namespace>/<name> (both DNS labels), "
+                "e.g. dirigent-system/artifacts"
+            )
         return value
 
     @field_validator("heartbeat_interval", "lease_duration", "stuck_run")

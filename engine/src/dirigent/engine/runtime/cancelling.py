@@ -16,12 +16,12 @@ from typing import Any
 
 import structlog
 
+from dirigent.engine.infrastructure.artifacts import ArtifactStore
 from dirigent.engine.infrastructure.crypto import SecretSealer
 from dirigent.engine.infrastructure.plugins import Catalog
-from dirigent.engine.infrastructure.storage import FileStorage
 from dirigent.engine.runtime.child_runs import StepRuns
 from dirigent.engine.runtime.connecting import open_declared
-from dirigent.engine.runtime.context import EngineContext
+from dirigent.engine.runtime.context import EngineContext, storage_connection
 from dirigent.engine.store.pool import Connection, Pool, in_transaction
 from dirigent.engine.store.transactions import runs as runs_store
 from dirigent.engine.store.transactions.logs import log_run
@@ -40,7 +40,7 @@ async def cancel_run(
     *,
     reason: str,
     catalog: Catalog,
-    storage: FileStorage,
+    storage: ArtifactStore,
     versions: VersionCache,
     remote_timeout: float = 10.0,
     sealer: SecretSealer | None = None,
@@ -65,7 +65,7 @@ async def tell_owed_remotes(
     pool: Pool,
     *,
     catalog: Catalog,
-    storage: FileStorage,
+    storage: ArtifactStore,
     run_id: int | None = None,
     remote_timeout: float = 10.0,
     sealer: SecretSealer | None = None,
@@ -140,7 +140,7 @@ async def _close_debt(pool: Pool, h: dict[str, Any], *, accepted: bool, max_trie
 
 async def _tell(
     h: dict[str, Any],
-    having: tuple[Catalog, FileStorage, SecretSealer | None],
+    having: tuple[Catalog, ArtifactStore, SecretSealer | None],
     limit: float,
     runs: StepRuns,
     pool: Pool,
@@ -172,6 +172,7 @@ async def _tell(
             cursor=None,
             params={},
             storage=storage,
+            storage_connection=storage_connection(h["input"], opened),
             runs=runs,
         )
         await asyncio.wait_for(entry.block.cancel(handle, config, ctx), limit)

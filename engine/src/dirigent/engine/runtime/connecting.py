@@ -9,6 +9,9 @@ did not name in a declared field is never taken for a connection's name.
 
 A connection of a kind the field does not take is refused before its secrets are unsealed
 (apply already refuses it; this covers a Connection changed after the pipeline was applied).
+
+``connection_reader`` is the same read for the artifact store: the installation's own
+Connection that opens the artifact root (``DIRIGENT_ARTIFACT_CONNECTION``), never a step's.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from dirigent.engine.infrastructure.artifacts import ConnectionReader
 from dirigent.engine.infrastructure.crypto import SecretSealer
 from dirigent.engine.store.transactions.connections import open_connection
 from dirigent.sdk import BlockSpec
 
-__all__ = ["Opened", "Unopenable", "open_declared"]
+__all__ = ["Opened", "Unopenable", "connection_reader", "open_declared"]
 
 ConnFactory = Callable[[], AbstractAsyncContextManager[Any]]
 
@@ -80,3 +84,13 @@ async def _each(
             raise Unopenable(f"connection '{name}' cannot be opened: {err}") from err
         if values is not None:
             yield name, values
+
+
+def connection_reader(conn_factory: ConnFactory, sealer: SecretSealer | None) -> ConnectionReader:
+    """Reads one Connection with its secrets opened, for the artifact store."""
+
+    async def read(namespace: str, name: str, kinds: tuple[str, ...]) -> dict[str, Any] | None:
+        async with conn_factory() as conn:
+            return await open_connection(conn, namespace, name, sealer, kinds)
+
+    return read

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import structlog
 from pydantic import BaseModel, JsonValue, ValidationError
 
-from dirigent.engine.infrastructure.storage import FileStorage, Storages
+from dirigent.engine.infrastructure.artifacts import ArtifactStore, NamedSettings
 from dirigent.engine.shapes.attempts import LogLine
 from dirigent.engine.shapes.manifests.pipeline import Step
 from dirigent.sdk import BlockFailure, ErrorClass, Message, Runs, Sensor
@@ -41,6 +41,17 @@ def deadline_of(step: Step, block: object, first_started_at: dt.datetime) -> dt.
     if deadline is None and isinstance(block, Sensor):
         deadline = block.spec.default_deadline
     return first_started_at + deadline.to_timedelta() if deadline is not None else None
+
+
+def storage_connection(
+    config: Any, connections: Mapping[str, dict[str, Any]]
+) -> NamedSettings | None:
+    """The connection ``ctx.storage`` opens URIs outside the artifact root with: the one the
+    step's config names in ``connection`` (opened only when the block declares that field)."""
+    name = config.get("connection") if isinstance(config, dict) else None
+    if not isinstance(name, str) or name not in connections:
+        return None
+    return NamedSettings(name, connections[name])
 
 
 class BufferedLog:
@@ -84,8 +95,9 @@ class EngineContext:
         started_at: dt.datetime,
         cursor: dict[str, JsonValue] | None,
         params: Mapping[str, JsonValue],
-        storage: FileStorage,
+        storage: ArtifactStore,
         connections: Mapping[str, dict[str, Any]] | None = None,
+        storage_connection: NamedSettings | None = None,
         runs: Runs | None = None,
         timeout: dt.timedelta | None = None,
         deadline: dt.datetime | None = None,
@@ -103,8 +115,8 @@ class EngineContext:
         self.deadline = deadline
         self.cursor = cursor
         self.params = params
-        self.storage = Storages.of(storage)
-        self.scratch = storage.run_prefix(run_id)
+        self.storage = storage.for_step(namespace, storage_connection)
+        self.scratch = storage.run_prefix(namespace, run_id)
         self.log = BufferedLog({"run_id": run_id, "step": step, "attempt": attempt})
         self._connections = dict(connections or {})
         self._secrets: frozenset[str] = getattr(connections, "secrets", frozenset())

@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from dirigent.engine.infrastructure.artifacts import ArtifactStore
 from dirigent.engine.infrastructure.crypto import SecretSealer
 from dirigent.engine.infrastructure.plugins import BlockEntry, Catalog
-from dirigent.engine.infrastructure.storage import FileStorage
 from dirigent.engine.infrastructure.trigger_metrics import RunMetrics
 from dirigent.engine.rules.resolving import (
     NO_ITEM,
@@ -33,7 +33,12 @@ from dirigent.engine.rules.resolving import (
 )
 from dirigent.engine.runtime.child_runs import StepRuns
 from dirigent.engine.runtime.connecting import Opened, Unopenable, open_declared
-from dirigent.engine.runtime.context import EngineContext, deadline_of, timeout_of
+from dirigent.engine.runtime.context import (
+    EngineContext,
+    deadline_of,
+    storage_connection,
+    timeout_of,
+)
 from dirigent.engine.runtime.redacting import redacted
 from dirigent.engine.shapes.attempts import Artifact, Claimed, LogLine, Outcome, Parking
 from dirigent.engine.shapes.manifests.enums import TimeoutOutcome
@@ -113,14 +118,14 @@ def failure(
 
 
 async def upstream_scope(
-    conn_factory: Any, a: Claimed, pipeline: Pipeline, step: Step, storage: FileStorage
+    conn_factory: Any, a: Claimed, pipeline: Pipeline, step: Step, storage: ArtifactStore
 ) -> Scope:
     """The values this attempt's references may read, fetched only for the steps it names."""
     scope = Scope(
         params=a.params,
         run_id=a.run_id,
-        scratch=storage.run_prefix(a.run_id),
-        artifacts=storage.root_uri,
+        scratch=storage.run_prefix(a.namespace, a.run_id),
+        artifacts=storage.namespace_root(a.namespace),
         window=a.window,
         item=a.item_value if a.run_item_id is not None else NO_ITEM,
         item_index=a.item_index,
@@ -161,14 +166,14 @@ async def succeed(
     output: BaseModel,
     ctx: EngineContext,
     started: float,
-    storage: FileStorage,
+    storage: ArtifactStore,
     settings: Settings,
     input: Any,
 ) -> Outcome:
     value = output.model_dump(mode="json")
     art, data = _artifact("output", value, settings)
     if art.inline is None:
-        art.uri = f"{storage.run_prefix(a.run_id)}/steps/{a.step}/{a.id}/output.json"
+        art.uri = f"{storage.run_prefix(a.namespace, a.run_id)}/steps/{a.step}/{a.id}/output.json"
         await storage.write_bytes(art.uri, data, art.content_type)
     duration_ms = int((time.monotonic() - started) * 1000)
     logs = [
@@ -207,7 +212,7 @@ class _Call:
     resolved: Any
     ctx: EngineContext
     started: float
-    storage: FileStorage
+    storage: ArtifactStore
     settings: Settings
     on_fetched: FetchedHook
 
@@ -247,7 +252,7 @@ async def execute_attempt(
     worker_id: str,
     pipeline: Pipeline,
     catalog: Catalog,
-    storage: FileStorage,
+    storage: ArtifactStore,
     settings: Settings,
     on_fetched: FetchedHook,
 ) -> Outcome | Parking:
@@ -280,7 +285,9 @@ async def execute_attempt(
     connections = await _open_connections(conn_factory, a, worker_id, entry, resolved, settings)
     if isinstance(connections, Outcome):
         return connections
-    ctx = _context(conn_factory, a, (step, entry), catalog, settings, storage, connections)
+    ctx = _context(
+        conn_factory, a, (step, entry), catalog, settings, storage, connections, resolved
+    )
     call = _Call(
         a, worker_id, step, entry, config, resolved, ctx, started, storage, settings, on_fetched
     )
@@ -359,8 +366,9 @@ def _context(
     limits: tuple[Step, BlockEntry],
     catalog: Catalog,
     settings: Settings,
-    storage: FileStorage,
+    storage: ArtifactStore,
     connections: dict[str, dict[str, Any]],
+    resolved: Any,
 ) -> EngineContext:
     return EngineContext(
         connections=connections,
@@ -377,6 +385,7 @@ def _context(
         cursor=a.cursor,
         params=a.params,
         storage=storage,
+        storage_connection=storage_connection(resolved, connections),
         timeout=timeout_of(limits[0]),
         deadline=deadline_of(limits[0], limits[1].block, a.first_started_at),
     )

@@ -18,10 +18,10 @@ from typing import Any
 
 import structlog
 
+from dirigent.engine.infrastructure.artifacts import ArtifactStore
 from dirigent.engine.infrastructure.crypto import SecretSealer
 from dirigent.engine.infrastructure.metrics import WorkerMetrics
 from dirigent.engine.infrastructure.plugins import Catalog
-from dirigent.engine.infrastructure.storage import FileStorage
 from dirigent.engine.runtime import cancelling
 from dirigent.engine.runtime.executing import failure
 from dirigent.engine.store.pool import Connection, Pool, in_transaction
@@ -30,7 +30,7 @@ from dirigent.engine.store.transactions import outcomes as outcome_store
 from dirigent.engine.store.transactions import workers as workers_store
 from dirigent.engine.store.transactions.runs import start_queued_run
 from dirigent.engine.store.transactions.versions import VersionCache
-from dirigent.sdk import ErrorClass
+from dirigent.sdk import ErrorClass, StorageError
 
 log = structlog.get_logger("dirigent.worker")
 
@@ -52,7 +52,7 @@ class Sweeper:
         self,
         pool: Pool,
         catalog: Catalog,
-        storage: FileStorage,
+        storage: ArtifactStore,
         settings: SweepSettings,
         *,
         sweeper_id: str,
@@ -121,10 +121,22 @@ class Sweeper:
             "fan_outs_finished": counted,
             "workers_gone": gone,
             "stuck": stuck,
-            "pruned": pruned,
+            "pruned": [run.id for run in pruned],
             "logs_pruned": logs_pruned,
             "deliveries_pruned": deliveries_pruned,
         }
+
+    async def _delete_scratch(self, run: sweeping.PrunedRun) -> None:
+        """Every object under the run's scratch; a store that fails is logged, not retried
+        (the run's rows are gone: nothing would bring the pass back to it)."""
+        prefixes = [self.storage.run_prefix(run.namespace, run.id) + "/"]
+        if self.storage.files is not None:  # where scratch was before namespaces had a part
+            prefixes.append(f"{self.storage.root_uri}/runs/{run.id}/")
+        for prefix in prefixes:
+            try:
+                await self.storage.delete_prefix(prefix)
+            except (StorageError, OSError) as err:
+                log.warning("retention.scratch_left", run_id=run.id, prefix=prefix, error=str(err))
 
     async def _fail_exhausted(self) -> None:
         """Attempts that lost their lease too often fail instead of running again."""
@@ -179,16 +191,16 @@ class Sweeper:
                 started.append(run_id)
         return started
 
-    async def _prune(self) -> tuple[list[int], int, int]:
+    async def _prune(self) -> tuple[list[sweeping.PrunedRun], int, int]:
         """Retention, only when set: finished runs (with their scratch storage), then logs and
         webhook deliveries (their age counts like a log line's: ``retention_logs``)."""
-        pruned: list[int] = []
+        pruned: list[sweeping.PrunedRun] = []
         logs_pruned = deliveries_pruned = 0
         if self.settings.retention_runs is not None:
             async with self._conn() as conn:
                 pruned = await sweeping.prune_runs(conn, self.settings.retention_runs)
-            for run_id in pruned:  # a pruned run takes its scratch prefix with it
-                await self.storage.delete(self.storage.run_prefix(run_id))
+            for run in pruned:  # a pruned run takes its scratch with it
+                await self._delete_scratch(run)
         if self.settings.retention_logs is not None:
             async with self._conn() as conn:
                 logs_pruned = await sweeping.prune_logs(conn, self.settings.retention_logs)

@@ -23,10 +23,10 @@ from typing import Any
 
 import structlog
 
+from dirigent.engine.infrastructure.artifacts import ArtifactStore
 from dirigent.engine.infrastructure.crypto import SecretSealer
 from dirigent.engine.infrastructure.metrics import WorkerMetrics
 from dirigent.engine.infrastructure.plugins import Catalog
-from dirigent.engine.infrastructure.storage import FileStorage
 from dirigent.engine.infrastructure.trigger_metrics import NotificationMetrics
 from dirigent.engine.runtime import recording
 from dirigent.engine.runtime.executing import Settings, execute_attempt
@@ -77,7 +77,7 @@ class Worker:
         pool: Pool,
         dsn: str,
         catalog: Catalog,
-        storage: FileStorage,
+        storage: ArtifactStore,
         config: WorkerConfig,
         metrics: WorkerMetrics | None = None,
     ) -> None:

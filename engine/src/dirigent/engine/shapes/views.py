@@ -319,11 +319,24 @@ class BlockView(_View):
     output_schema: dict[str, Any] = Field(default_factory=dict)
 
 
+class StorageSchemeView(_View):
+    """One URI scheme the installation serves: ``file`` is the engine's own, the rest are
+    storage backends contributed by plugins."""
+
+    scheme: str
+    plugin: str = Field(description="The plugin that contributed it ('engine' for file).")
+    summary: str = ""
+    connection_kind: str | None = Field(
+        default=None, description="The connection kind whose settings open it, if any."
+    )
+
+
 class SystemInfo(_View):
     version: str
     schema_revision: str | None = None
     plugins: list[str] = Field(default_factory=list)
     blocks: int = 0
+    storage_schemes: list[str] = Field(default_factory=list)
     connection_kinds: list[str] = Field(default_factory=list)
     notifiers: list[str] = Field(default_factory=list)
     enabled_unsafe_blocks: list[str] = Field(default_factory=list)

@@ -9,7 +9,7 @@ sweeper pass that calls them is ``runtime/sweeping.py``.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import asyncpg
 
@@ -135,20 +135,27 @@ DELETE FROM runs WHERE id IN (
     WHERE status IN ('{RunStatus.SUCCEEDED}', '{RunStatus.COMPLETED_WITH_ERRORS}', '{RunStatus.FAILED}', '{RunStatus.CANCELLED}')
       AND finished_at < now() - $1::interval
     ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-RETURNING id
+RETURNING id, namespace
 """
+
+
+class PrunedRun(NamedTuple):
+    """A deleted run: its id, and its namespace (where its scratch storage lies)."""
+
+    id: int
+    namespace: str
 
 
 async def prune_runs(
     conn: asyncpg.Connection, older_than: timedelta, *, batch: int = 500
-) -> list[int]:
+) -> list[PrunedRun]:
     """Delete up to ``batch`` finished runs, finished before the age (their rows cascade).
 
     Bounded so a purge of years of history never holds locks or a transaction for long: the
     sweeper takes one batch per pass, and claims go on between batches.
     """
     rows = await conn.fetch(PRUNE_RUNS, older_than, batch)
-    return [r["id"] for r in rows]
+    return [PrunedRun(r["id"], r["namespace"]) for r in rows]
 
 
 async def prune_logs(conn: asyncpg.Connection, older_than: timedelta, *, batch: int = 5000) -> int:
