@@ -17,7 +17,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,10 +48,17 @@ SECRET_KEY = base64.b64encode(bytes(range(32))).decode()
 class Harness:
     """Drives the engine through its door (``Engine``); ``pool`` is for assertions over rows."""
 
-    def __init__(self, engine: Engine, pool: asyncpg.Pool, url: str) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        pool: asyncpg.Pool,
+        url: str,
+        close_engine: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.engine = engine
         self.pool = pool
         self.url = url
+        self._close_engine = close_engine
         self.dsn = plain_dsn(url)
         self.storage = engine.storage
         self.catalog = engine.catalog
@@ -74,6 +81,12 @@ class Harness:
         return await self.engine.runs.start(
             RunRequest(self.namespace, pipeline, params or {}, **kw)
         )
+
+    async def close_engine(self) -> None:
+        """Close the engine now (``Engine.open``'s exit: its pool and listener), as a process
+        whose database connections are all gone at once; ``pool`` stays open."""
+        assert self._close_engine is not None, "this engine was not opened by harness()"
+        await self._close_engine()
 
     async def cancel(self, run_id: int, reason: str = "test") -> int:
         """Cancel a run; returns how many remote jobs were told."""
@@ -163,17 +176,22 @@ async def harness(
     process's metrics registry."""
     full = EngineSettings(
         database_url=url,
-        artifact_root=root,  # type: ignore[arg-type]  # a folder or a URI
+        artifact_root=root,  # a folder or a URI
         metrics_port=None,
         enabled_unsafe_blocks=list(unsafe),
         **settings,
     )
-    async with Engine.open(full, pool_size=20, registry=registry) as engine:
+    # Its own exit stack, so a test can close the engine early (a second close does nothing).
+    opened = contextlib.AsyncExitStack()
+    engine = await opened.enter_async_context(Engine.open(full, pool_size=20, registry=registry))
+    try:
         pool = await rows_pool(url)
         try:
-            yield Harness(engine, pool, url)
+            yield Harness(engine, pool, url, opened.aclose)
         finally:
             await pool.close()
+    finally:
+        await opened.aclose()
 
 
 def spawn_worker(

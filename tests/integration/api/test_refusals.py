@@ -72,7 +72,7 @@ async def test_a_nul_in_a_cancel_reason_is_a_422_not_a_500(api: Api) -> None:
 
 
 async def test_a_database_that_is_gone_is_a_503_problem_and_no_path_is_logged(api: Api) -> None:
-    api.h.pool.terminate()  # every connection of the engine's pool dies at once
+    await api.h.close_engine()  # every connection of the engine's pool is gone at once
     with structlog.testing.capture_logs() as logged:
         async with httpx.AsyncClient() as http:
             gone = await http.get(
