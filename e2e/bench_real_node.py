@@ -37,14 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.workers import apply, door, stop_workers
-from dirigent.engine import RunRequest
-from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
+from dirigent.engine import EmbeddedPostgres, RunRequest
 from dirigent.engine.shapes.statuses import RUN_TERMINAL
-from dirigent.engine.store.schema.database import create_database, upgrade_async
 from e2e.harness.binaries import ensure_binaries
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.images import BASE_IMAGE
 from e2e.harness.realnode import RealNode, placement
+from tests.support.postgres import migrated_database
+from tests.support.waiting import eventually, wait_until
 
 NAMESPACE = "bench-real-node"
 ENGINE_NAMESPACE = "bench-real-node-engine"
@@ -87,18 +87,22 @@ def _run_one(batch: Any, core: Any, name: str, deadline_s: float = 120) -> tuple
     """(created -> container started, created -> Complete seen) in seconds for one Job."""
     created = time.time()
     batch.create_namespaced_job(NAMESPACE, _job(name))
-    deadline = time.monotonic() + deadline_s
-    while True:
-        job = batch.read_namespaced_job_status(name, NAMESPACE)
-        conds = job.status.conditions or []
-        if any(c.type == "Complete" and c.status == "True" for c in conds):
-            done = time.time()
-            break
-        if any(c.type == "Failed" and c.status == "True" for c in conds):
+
+    def conditions() -> list[Any]:
+        conds: list[Any] = batch.read_namespaced_job_status(name, NAMESPACE).status.conditions
+        if any(c.type == "Failed" and c.status == "True" for c in conds or []):
             raise RuntimeError(f"job {name} failed: {conds}")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"job {name} not complete after {deadline_s}s")
-        time.sleep(0.02)
+        return conds or []
+
+    # Polled every 20 ms: the poll is the resolution of the latency measured.
+    wait_until(
+        conditions,
+        lambda conds: any(c.type == "Complete" and c.status == "True" for c in conds),
+        timeout=deadline_s,
+        every=0.02,
+        what=f"job {name} Complete",
+    )
+    done = time.time()
     pods = core.list_namespaced_pod(
         NAMESPACE, label_selector=f"batch.kubernetes.io/job-name={name}"
     )
@@ -114,8 +118,12 @@ def _measure(kubeconfig: Path, jobs: int) -> dict[str, Any]:
         core: Any = client.CoreV1Api(api)
         batch: Any = client.BatchV1Api(api)
         core.create_namespace({"metadata": {"name": NAMESPACE}})
-        while not core.list_namespaced_service_account(NAMESPACE).items:
-            time.sleep(0.1)
+        wait_until(
+            lambda: core.list_namespaced_service_account(NAMESPACE).items,
+            timeout=60,
+            every=0.1,
+            what=f"the default service account of {NAMESPACE}",
+        )
         _run_one(batch, core, "warmup")
         starts, dones = [], []
         for i in range(jobs):
@@ -162,11 +170,13 @@ async def _one_step(engine: Any) -> tuple[float, float, float]:
     """(created -> container started, -> attempt finished, -> finish seen) for one run."""
     created = time.time()
     run = await engine.runs.start(RunRequest("default", "stamp"))
-    deadline = time.monotonic() + 120
-    while (detail := await engine.runs.get("default", run.run_id)).status not in RUN_TERMINAL:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"run {run.run_id} still {detail.status} after 120 s")
-        await asyncio.sleep(0.02)
+    detail = await eventually(
+        lambda: engine.runs.get("default", run.run_id),
+        lambda d: d.status in RUN_TERMINAL,
+        timeout=120,
+        every=0.02,  # the resolution of the latency measured
+        what=f"run {run.run_id} finished",
+    )
     seen = time.time()
     [attempt] = (await engine.runs.attempts("default", run.run_id, "job")).items
     assert detail.status == "succeeded", attempt
@@ -180,9 +190,7 @@ async def _measure_engine(kubeconfig: Path, jobs: int, poll: str, root: Path) ->
     server.start()
     worker: subprocess.Popen[bytes] | None = None
     try:
-        await create_database(server.url, "bench")
-        url = server.url_for("bench")
-        await upgrade_async(url)
+        url = await migrated_database(server, "bench")
         config = {"image": BASE_IMAGE, "imagePullPolicy": "Never", "namespace": ENGINE_NAMESPACE,
                   "command": ["python3", "-c", PRINT_TIME]}  # fmt: skip
         async with door(url, enabled_unsafe_blocks=["docker.run"]) as engine:

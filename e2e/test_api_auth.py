@@ -12,22 +12,22 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
-from dirigent.engine.store.schema.database import create_database, upgrade
+from dirigent.engine import EmbeddedPostgres
 from e2e.harness.binaries import REPO_ROOT
 from e2e.harness.clusters import Cluster
 from e2e.kubectl import Kubectl
+from tests.support.postgres import migrated_database, run_blocking
+from tests.support.servers import free_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -44,32 +44,26 @@ PIPELINE = {
 def database() -> Iterator[str]:
     base = Path(tempfile.mkdtemp(prefix="dirigent-e2e-api-pg-"))
     with EmbeddedPostgres(base / "data") as server:
-        import asyncio
-
-        asyncio.run(create_database(server.url, "dirigent"))
-        url = server.url_for("dirigent")
-        upgrade(url)
-        yield url
+        yield run_blocking(lambda: migrated_database(server, "dirigent"))
 
 
 @pytest.fixture(scope="module")
 def api_url(cluster: Cluster, kubectl: Kubectl, database: str) -> Iterator[str]:
     kubectl.run("create", "namespace", "dirigent-system", check=False)  # the operator's
     kubectl.run("apply", "-k", str(ROLES))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = free_port()
     env = {**os.environ, "DIRIGENT_DATABASE_URL": database, "DIRIGENT_METRICS_PORT": "0"}
     command = [sys.executable, "-m", "dirigent.cli", "api", "--auth", "cluster"]
     command += ["--kubeconfig", str(cluster.kubeconfig), "--host", "127.0.0.1", "--port", str(port)]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while not _ready(url):
+
+        def ready() -> bool:
             assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            assert time.monotonic() < deadline, "dirigent api did not become ready"
-            time.sleep(0.05)
+            return _ready(url)
+
+        wait_until(ready, timeout=60, every=0.05, what="dirigent api ready")
         yield url
     finally:
         process.send_signal(signal.SIGTERM)
@@ -165,10 +159,18 @@ def test_the_roles_aggregate_into_the_built_in_view_role(
     base = f"{api_url}/api/v1/namespaces/{namespace}"
     with httpx.Client(base_url=base, timeout=30) as http:
         # Then it may list through the API (aggregation is asynchronous: wait for it)
-        deadline = time.monotonic() + 30
-        while (listed := http.get("/pipelines", headers=viewer)).status_code != 200:
-            assert time.monotonic() < deadline, listed.text
-            time.sleep(0.2)
+
+        def listed() -> tuple[int, str]:
+            answer = http.get("/pipelines", headers=viewer)
+            return answer.status_code, answer.text
+
+        wait_until(
+            listed,
+            lambda answer: answer[0] == 200,
+            timeout=30,
+            every=0.2,
+            what="the viewer listing pipelines (the aggregated role in force)",
+        )
         assert_problem(
             http.post("/pipelines/hello/$run", json={}, headers=viewer), 403, "auth.forbidden"
         )

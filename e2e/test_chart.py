@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from dirigent.blocks.kubernetes.settings import KubeSettings
-from dirigent.engine.infrastructure.settings import EngineSettings
+from dirigent.engine import EngineSettings
 from dirigent.operator.settings import OperatorSettings
 from e2e.gwt import Given
 from e2e.harness.binaries import REPO_ROOT

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from dirigent.api.client import Client
-from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
+from dirigent.engine import EmbeddedPostgres
 from e2e.engine import EngineClient
 from e2e.harness import chartnode
 from e2e.harness.clusters import Cluster
@@ -34,6 +34,7 @@ from e2e.harness.processes import wait_until
 from e2e.harness.realnode import RealNode
 from e2e.helm import CHART, Helm
 from e2e.kubectl import Kubectl
+from tests.support.waiting import WaitTimedOut, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -291,7 +292,7 @@ def _kubectl_get_pipelines_shows_the_run(install: Install) -> None:
 
     try:
         wait_until(listed, what="kubectl get pipelines showing the run", timeout=60)
-    except TimeoutError:
+    except WaitTimedOut:
         table = kubectl.run("get", "pipelines", "-n", namespace, "-o", "yaml").stdout
         raise AssertionError(table + _pod_logs(kubectl, namespace)) from None
 
@@ -382,10 +383,11 @@ async def _run_through_the_api(
 ) -> tuple[int, str]:
     async with Client(url, token) as api:
         created = await api.run(namespace, pipeline)
-        deadline = asyncio.get_running_loop().time() + 180
-        while True:
-            run = await api.get_run(namespace, created.run_id)
-            if run.status in ("succeeded", "failed", "cancelled", "completed_with_errors"):
-                return created.run_id, run.status
-            assert asyncio.get_running_loop().time() < deadline, run
-            await asyncio.sleep(0.2)
+        run = await eventually(
+            lambda: api.get_run(namespace, created.run_id),
+            lambda r: r.status in ("succeeded", "failed", "cancelled", "completed_with_errors"),
+            timeout=180,
+            every=0.2,
+            what=f"run {created.run_id} finished",
+        )
+        return created.run_id, run.status

@@ -14,7 +14,7 @@ import datetime as dt
 import json
 import signal
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,9 @@ from dirigent.engine.shapes.problems import ProblemsError
 from e2e.harness.clusters import Cluster
 from e2e.harness.kwok import EXIT_CODE_ANNOTATION
 from e2e.kubectl import Kubectl
-from tests.conftest import database_factory, db_url, make_database, pg_server, pg_template
-from tests.integration.engine.conftest import processes
-from tests.integration.engine.harness import Harness, harness, spawn_worker
+from tests.support.harness import Harness, harness, processes, spawn_worker
+from tests.support.postgres import database_factory, db_url, make_database, pg_server, pg_template
+from tests.support.waiting import WaitTimedOut, eventually, throughout
 
 pytestmark = pytest.mark.e2e
 __all__ = [
@@ -84,18 +84,18 @@ def jobs(kubectl: Kubectl, namespace: str, run_id: int) -> list[dict[str, Any]]:
     return items
 
 
-async def until(check: Any, what: str, timeout: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await asyncio.to_thread(check):
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
+async def until(check: Callable[[], object], what: str, timeout: float = 30.0) -> None:
+    """``check`` (it runs kubectl: blocking, so in a thread) until it is true."""
+    await eventually(lambda: asyncio.to_thread(check), what=what, timeout=timeout, every=0.1)
 
 
 async def until_waiting(h: Harness, run_id: int) -> None:
-    deadline = asyncio.get_running_loop().time() + 30
-    while not any(a["status"] == "waiting" for a in await h.attempts(run_id, "job")):
-        assert asyncio.get_running_loop().time() < deadline, await h.attempts(run_id)
-        await asyncio.sleep(0.05)
+    await eventually(
+        lambda: h.attempts(run_id),
+        lambda rows: any(a["step"] == "job" and a["status"] == "waiting" for a in rows),
+        timeout=30,
+        what=f"run {run_id}'s job attempt waiting",
+    )
 
 
 async def test_a_job_runs_to_success_with_a_restricted_spec(
@@ -343,7 +343,7 @@ async def test_a_worker_sigkilled_after_creating_the_job_does_not_create_a_secon
     processes.append(victim)
     try:
         await until(lambda: bool(jobs(kubectl, namespace, run_id)), "the first Job", timeout=180)
-    except AssertionError:
+    except WaitTimedOut:
         victim.kill()
         _, err = victim.communicate()
         raise AssertionError(f"{await h.attempts(run_id)}\n{err.decode()[-3000:]}") from None
@@ -353,10 +353,13 @@ async def test_a_worker_sigkilled_after_creating_the_job_does_not_create_a_secon
     # The survivor recovers the attempt (replaying execute, or probing the parked handle);
     # either way it reaches the Job and probes it.
     await until_waiting(h, run_id)
-    deadline = asyncio.get_running_loop().time() + 5
-    while asyncio.get_running_loop().time() < deadline:
-        assert len(jobs(kubectl, namespace, run_id)) == 1
-        await asyncio.sleep(0.5)
+    await throughout(
+        lambda: jobs(kubectl, namespace, run_id),
+        lambda found: len(found) == 1,
+        duration=5,
+        every=0.5,
+        what=f"one Job for run {run_id} while the survivor recovers it",
+    )
     # One attempt, still holding its one Job: parked, or claimed for a probe at this instant.
     [attempt] = await h.attempts(run_id, "job")
     assert attempt["status"] in ("waiting", "running")
@@ -429,13 +432,11 @@ async def test_an_api_error_during_probe_does_not_create_a_second_job(
 
 
 async def until_row(h: Harness, run_id: int, check: Any, what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + 60
-    while True:
-        [attempt] = await h.attempts(run_id, "job")
-        if check(attempt):
-            return
-        assert asyncio.get_running_loop().time() < deadline, f"no {what}: {attempt}"
-        await asyncio.sleep(0.1)
+    async def attempt() -> dict[str, Any]:
+        [found] = await h.attempts(run_id, "job")
+        return found
+
+    await eventually(attempt, check, timeout=60, every=0.1, what=what)
 
 
 UNREACHABLE = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,9 @@ from e2e.harness.clusters import Cluster
 from e2e.harness.images import BASE_IMAGE
 from e2e.harness.realnode import RealNode, placement
 from e2e.kubectl import Kubectl
-from tests.conftest import database_factory, db_url, make_database, pg_server, pg_template
-from tests.integration.engine.harness import Harness, harness
-from tests.waiting import eventually
+from tests.support.harness import Harness, harness
+from tests.support.postgres import database_factory, db_url, make_database, pg_server, pg_template
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 __all__ = ["database_factory", "db_url", "make_database", "pg_server", "pg_template"]
@@ -96,11 +96,9 @@ def printed(kubectl: Kubectl, namespace: str, run_id: int) -> bool:
     return logs is not None and logs.stdout == "started\n"
 
 
-async def until(check: Any, what: str, timeout: float = 60.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await asyncio.to_thread(check):
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
+async def until(check: Callable[[], object], what: str, timeout: float = 60.0) -> None:
+    """``check`` (it runs kubectl: blocking, so in a thread) until it is true."""
+    await eventually(lambda: asyncio.to_thread(check), what=what, timeout=timeout, every=0.1)
 
 
 async def test_a_python_step_runs_in_a_real_container_and_its_log_is_the_output(

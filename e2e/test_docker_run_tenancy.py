@@ -29,8 +29,8 @@ from e2e.test_docker_run import (
     until,
     until_waiting,
 )
-from tests.conftest import database_factory, db_url, make_database, pg_server, pg_template
-from tests.integration.engine.harness import Harness
+from tests.support.harness import Harness
+from tests.support.postgres import database_factory, db_url, make_database, pg_server, pg_template
 
 pytestmark = pytest.mark.e2e
 __all__ = ["database_factory", "db_url", "h", "make_database", "pg_server", "pg_template"]

@@ -13,9 +13,9 @@ import pytest
 from dirigent.storage.s3.client import open_store
 from e2e.harness.processes import free_port
 from e2e.harness.s3 import S3Endpoint
-from tests.integration.api.conftest import TOKEN, Api, served
 from tests.integration.api.test_runs import apply, finish
-from tests.integration.s3kit import apply_connection, prefix, settings, use_no_ambient
+from tests.support.api import TOKEN, Api, served
+from tests.support.s3kit import apply_connection, prefix, settings, use_no_ambient
 
 BIG = """
 apiVersion: dirigent.dev/v1alpha1

@@ -12,8 +12,8 @@ from dirigent.api.auth import StreamBudget
 from dirigent.api.client import StreamEvent
 from dirigent.api.streams import StreamSettings
 from dirigent.engine import Engine
-from tests.integration.api.conftest import TOKEN, Api, served
-from tests.waiting import eventually
+from tests.support.api import TOKEN, Api, served
+from tests.support.waiting import eventually
 
 SLOW_FAN_OUT = """
 apiVersion: dirigent.dev/v1alpha1
@@ -155,10 +155,18 @@ async def many_followers(api: Api, tmp_path: Path) -> None:
 
     tasks = [asyncio.create_task(follow(None)) for _ in range(followers - droppers)]
     tasks += [asyncio.create_task(follow(11 + i)) for i in range(droppers)]
-    async with asyncio.timeout(30):
-        while len(connected) < followers:
-            assert not [t for t in tasks if t.done()], "a follower stopped before the run began"
-            await asyncio.sleep(0.02)
+
+    def connections() -> int:
+        assert not [t for t in tasks if t.done()], "a follower stopped before the run began"
+        return len(connected)
+
+    await eventually(
+        connections,
+        lambda n: n >= followers,
+        timeout=30,
+        every=0.02,
+        what=f"all {followers} followers connected",
+    )
     assert len(feeds) == 1  # one reading of the run, however many follow it
     async with api.h.workers(1, concurrency=2):
         results = await asyncio.gather(*tasks)

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from dirigent.api.client import ApiError
-from tests.integration.api.conftest import Api
+from tests.support.api import Api
 
 SIMPLE = """
 apiVersion: dirigent.dev/v1alpha1

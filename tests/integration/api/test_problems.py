@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from dirigent.engine.shapes.views import encode_cursor
-from tests.integration.api.conftest import TOKEN, Api
+from tests.support.api import TOKEN, Api
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

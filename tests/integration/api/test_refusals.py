@@ -10,7 +10,7 @@ import pytest
 import structlog
 import yaml
 
-from tests.integration.api.conftest import TOKEN, Api
+from tests.support.api import TOKEN, Api
 
 BIG = 5 * 1024 * 1024  # over the default DIRIGENT_API_MAX_BODY (4 MiB)
 SLOW = """
@@ -72,7 +72,7 @@ async def test_a_nul_in_a_cancel_reason_is_a_422_not_a_500(api: Api) -> None:
 
 
 async def test_a_database_that_is_gone_is_a_503_problem_and_no_path_is_logged(api: Api) -> None:
-    api.h.pool.terminate()  # every connection of the engine's pool dies at once
+    await api.h.close_engine()  # every connection of the engine's pool is gone at once
     with structlog.testing.capture_logs() as logged:
         async with httpx.AsyncClient() as http:
             gone = await http.get(

@@ -13,8 +13,8 @@ import yaml
 
 from dirigent.api.client import ApiError
 from dirigent.engine.shapes.manifests.loading import parse_manifest
-from tests.integration.api.conftest import TOKEN, Api
-from tests.waiting import eventually
+from tests.support.api import TOKEN, Api
+from tests.support.waiting import eventually
 
 FAN_OUT = """
 apiVersion: dirigent.dev/v1alpha1

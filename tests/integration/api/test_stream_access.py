@@ -12,7 +12,7 @@ import yaml
 
 from dirigent.api.auth import Permission, Principal, StaticToken
 from dirigent.api.streams import StreamSettings
-from tests.integration.api.conftest import TOKEN, served
+from tests.support.api import TOKEN, served
 
 SLOW = """
 apiVersion: dirigent.dev/v1alpha1

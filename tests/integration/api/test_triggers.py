@@ -9,7 +9,7 @@ import yaml
 
 from dirigent.api.client import ApiError
 from dirigent.engine.shapes.manifests.loading import parse_manifest
-from tests.integration.api.conftest import TOKEN, Api
+from tests.support.api import TOKEN, Api
 
 HOOK_TOKEN = "hook-" + "f00dfeed" * 6
 PIPELINE = {

@@ -3,7 +3,9 @@
 The e2e control plane has no kubelet (kwok answers no log), so the API server's log endpoint
 is played here by a loopback HTTP server speaking its paths, that records what it is asked
 and answers with far more than the limit, as a chatty container would: the real
-``kubernetes`` client and our ``KubeClient`` talk to it over HTTP.
+``kubernetes`` client and our ``KubeClient`` talk to it over HTTP. The block is called
+itself (a test of docker.run, not of the engine), with the engine's file storage
+(``infrastructure.storage``) behind its context for what it stores.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dirigent.blocks.kubernetes.docker import DockerRunOperator, KubeSettings
 from dirigent.blocks.kubernetes.jobs import DockerConfig
 from dirigent.engine.infrastructure.storage import FileStorage
 from dirigent.sdk import RemoteHandle, Size
-from tests.integration.blocks.conftest import Server
+from tests.support.servers import Server
 from tests.unit.sdk.fakes import make_context
 
 LOG = b"".join(b"line %07d of a chatty container\n" % i for i in range(200_000))  # ~6 MB

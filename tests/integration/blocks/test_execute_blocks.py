@@ -11,8 +11,8 @@ import pytest
 from dirigent.blocks.timing import WindowConfig, window_state
 from dirigent.engine.shapes.problems import ProblemsError
 from tests.integration.blocks.test_http import pipeline, run_one
-from tests.integration.engine.harness import Harness
-from tests.waiting import eventually, until
+from tests.support.harness import Harness
+from tests.support.waiting import eventually
 
 UNSAFE = frozenset({"shell.run"})
 
@@ -65,14 +65,14 @@ def _alive(pid: int) -> bool:
 
 async def _pid_gone(pid: int, timeout: float = 10.0) -> bool:
     try:
-        await until(lambda: not _alive(pid), timeout=timeout, what=f"process {pid} gone")
+        await eventually(lambda: not _alive(pid), timeout=timeout, what=f"process {pid} gone")
     except AssertionError:
         return False
     return True
 
 
 async def _read_pid(path: Path, timeout: float = 10.0) -> int:
-    await until(
+    await eventually(
         lambda: path.exists() and path.read_text().strip(),
         timeout=timeout,
         what="the command started",

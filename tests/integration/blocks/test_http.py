@@ -11,8 +11,8 @@ import pytest
 from aiohttp import web
 
 from dirigent.engine.shapes.problems import ProblemsError
-from tests.integration.blocks.conftest import Server
-from tests.integration.engine.harness import Harness
+from tests.support.harness import Harness
+from tests.support.servers import Server
 
 
 def pipeline(name: str, steps: str) -> str:

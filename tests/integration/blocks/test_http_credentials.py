@@ -15,9 +15,9 @@ import pytest
 from aiohttp import web
 
 from dirigent.engine.shapes.problems import ProblemsError
-from tests.integration.blocks.conftest import Server
 from tests.integration.blocks.test_http import connection, pipeline, run_one
-from tests.integration.engine.harness import Harness
+from tests.support.harness import Harness
+from tests.support.servers import Server
 
 TOKEN = "tok-home-only-5d1c"
 

@@ -25,9 +25,9 @@ from dirigent.blocks.kubernetes.connection import (
     KubernetesConnection,
     KubernetesConnectionKind,
 )
-from tests.integration.blocks.conftest import Server
 from tests.integration.blocks.test_secrets_redacted import apply_connection
-from tests.integration.engine.harness import Harness, harness
+from tests.support.harness import Harness, harness
+from tests.support.servers import Server
 
 FILE_TOKEN = "token-of-the-process-3e9a"
 

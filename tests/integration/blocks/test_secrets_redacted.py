@@ -7,6 +7,10 @@ and in a successful answer; a Connection whose fields do not fit its kind's mode
 under a field the kind does not have; a model-level refusal, whose input is the whole
 connection); a health check that fails (a Slack webhook URL is itself the credential; a
 kubeconfig text that does not parse quotes the line it stopped at).
+
+A Connection the door refuses is also stored underneath it, through the store's
+``apply_connection``, as a row stored before that check would be: the runtime's own refusal
+of such a row is one of the paths.
 """
 
 from __future__ import annotations
@@ -26,9 +30,9 @@ from dirigent.engine.infrastructure.crypto import SecretSealer
 from dirigent.engine.shapes.manifests import parse_manifest
 from dirigent.engine.store.pool import in_transaction
 from dirigent.engine.store.transactions.connections import apply_connection as store_connection
-from tests.integration.blocks.conftest import Server
 from tests.integration.blocks.test_http import pipeline, run_one
-from tests.integration.engine.harness import Harness, harness
+from tests.support.harness import Harness, harness
+from tests.support.servers import Server
 
 SECRET = "planted-s3cret-7c41e0"
 

@@ -17,8 +17,8 @@ import pytest
 from dirigent.storage.s3.client import open_store
 from e2e.harness.s3 import S3Endpoint
 from tests.integration.blocks.test_http import pipeline, run_one
-from tests.integration.engine.harness import Harness, harness
-from tests.integration.s3kit import (
+from tests.support.harness import Harness, harness
+from tests.support.s3kit import (
     SECRET_KEY,
     CountingProxy,
     apply_connection,
@@ -27,7 +27,7 @@ from tests.integration.s3kit import (
     use_ambient,
     use_no_ambient,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 MiB = 1024 * 1024
 
@@ -118,11 +118,19 @@ async def test_exists_waits_for_a_key_then_for_a_prefix_after_its_cursor(
             )
             assert cursor == {"after": f"{base}watch/002.csv"}
             await s3.write_bytes(f"{base}in/ready.flag", b"")
-            await eventually(lambda: sh.steps(run.run_id), lambda s: s["key"] == "succeeded")
+            await eventually(
+                lambda: sh.steps(run.run_id),
+                lambda s: s["key"] == "succeeded",
+                what="the key's sensor succeeded",
+            )
             # A key sorting before the cursor is not looked at again: the watch keeps waiting.
             await s3.write_bytes(f"{base}watch/000.done", b"early")
             polled = await _next_poll(sh, run.run_id)
-            await eventually(lambda: _next_poll(sh, run.run_id), lambda p: p > polled)
+            await eventually(
+                lambda: _next_poll(sh, run.run_id),
+                lambda p: p > polled,
+                what="the watch poked again",
+            )
             watching = "SELECT status FROM step_attempts WHERE run_id = $1 AND step = 'watch'"
             assert await sh.fetchval(watching, run.run_id) == "waiting"
             await s3.write_bytes(f"{base}watch/003.done", b"late")

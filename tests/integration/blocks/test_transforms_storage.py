@@ -6,7 +6,7 @@ import pytest
 
 from dirigent.engine.shapes.problems import ProblemsError
 from tests.integration.blocks.test_http import pipeline, run_one
-from tests.integration.engine.harness import Harness
+from tests.support.harness import Harness
 
 
 async def test_transform_map_and_filter_read_an_upstream_output(h: Harness) -> None:

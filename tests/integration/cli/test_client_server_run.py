@@ -17,7 +17,8 @@ import httpx
 import pytest
 import yaml
 
-from tests.integration.cli.test_dev import EXAMPLES, Dev, free_port
+from tests.support.dev import EXAMPLES, Dev
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.integration
 TOKEN = "server-run-token-0123456789"

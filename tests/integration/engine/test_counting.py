@@ -4,6 +4,10 @@
 autocommit, so workers counting items of one wide fan-out never queue on its run row; the
 batch that ends the step records it in a second transaction under the run lock, and the
 sweeper records a step whose counting process died before that.
+
+A test of the store's ``transactions.counting`` (and ``runtime.recording``) itself: it calls
+them below the door, with claims and connections of its own, to stage the interleavings
+(a row held, a worker gone between two transactions) no door can.
 """
 
 from __future__ import annotations
@@ -18,9 +22,8 @@ from dirigent.engine.runtime import recording
 from dirigent.engine.shapes.attempts import Outcome, Parking
 from dirigent.engine.store.pool import Connection, connect
 from dirigent.engine.store.transactions import claims, counting
-from tests.integration.engine.conftest import counter_drift
-from tests.integration.engine.harness import Harness
-from tests.waiting import eventually
+from tests.support.harness import Harness, counter_drift
+from tests.support.waiting import eventually
 
 FAN_OUT = """
 apiVersion: dirigent.dev/v1alpha1

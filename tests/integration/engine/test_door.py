@@ -1,4 +1,10 @@
-"""The engine's door: every verb a process uses, through ``Engine`` only."""
+"""The engine's door: every verb a process uses, through ``Engine`` only.
+
+One test also reads ``store.queries.events`` itself: an event committed above a transaction
+still open is held back by the read every subscription makes, which a subscriber could only
+show by not receiving it for a while; the test reads that rule directly instead, and takes
+its subscriber's starting position the same way, before the slow transaction begins.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +19,8 @@ from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
 from dirigent.engine.shapes.manifests.pipeline import Pipeline
 from dirigent.engine.shapes.views import EngineEvent, encode_cursor
 from dirigent.engine.store.queries.events import events_after, latest_position
-from tests.integration.engine.harness import Harness
-from tests.waiting import until
+from tests.support.harness import Harness
+from tests.support.waiting import WaitTimedOut, eventually
 
 LINEAR = """
 apiVersion: dirigent.dev/v1alpha1
@@ -242,15 +248,13 @@ async def test_subscribe_sees_every_transition_and_resumes_without_loss_or_repea
 ) -> None:
     engine = h.engine
     await engine.manifests.apply(manifest(LINEAR), "default")
-    # Start from a position taken before the run exists, so the subscription cannot begin
+    # Start from before every event (none exist yet), so the subscription cannot begin
     # after the run's first transition however late its task gets going.
-    async with h.pool.acquire() as conn:
-        start = encode_cursor(*await latest_position(conn))
-    async with collecting(engine, cursor=start, poll=0.05) as live:
+    async with collecting(engine, cursor=engine.events.beginning(), poll=0.05) as live:
         run = await engine.runs.start(RunRequest("default", "p", {"word": "x"}))
         async with h.workers(1):
             await h.until_finished(run.run_id)
-        await until(
+        await eventually(
             lambda: any(e.entity == "run" and e.status == "succeeded" for e in live),
             what="the run's succeeded event",
         )
@@ -264,7 +268,7 @@ async def test_subscribe_sees_every_transition_and_resumes_without_loss_or_repea
 
     middle = mine[2]
     async with collecting(engine, run_id=run.run_id, cursor=middle.cursor, poll=0.05) as resumed:
-        await until(lambda: len(resumed) >= len(mine) - 3, what="the resumed events")
+        await eventually(lambda: len(resumed) >= len(mine) - 3, what="the resumed events")
     assert [key(e) for e in resumed] == [key(e) for e in mine[3:]]
 
 
@@ -305,11 +309,11 @@ async def test_an_event_that_commits_late_is_not_skipped(h: Harness) -> None:
         assert [e.run_id for e in live if e.entity == "run"] == []
         await slow.commit()
         try:
-            await until(
+            await eventually(
                 lambda: len([e for e in live if e.entity == "run"]) == 2,
                 what="both cancellations",
             )
-        except AssertionError as e:
+        except WaitTimedOut as e:
             # Events are read below the oldest transaction open anywhere on the server: name
             # the transactions that held the line (a leak elsewhere, not this test's logic).
             raise AssertionError(f"{e}; transactions open: {await open_transactions(h)}") from e

@@ -10,6 +10,10 @@ The claim and the outcome's record are also run for real on a queue the statisti
 seen yet (a fan-out inserted after the last ANALYZE, as every burst of work is), with
 ``auto_explain`` sending back the plan of every statement they execute, the claim
 function's body included.
+
+A test of the store's statements themselves (``transactions.claims``, ``outcomes``,
+``counting``, ``sweeping`` and ``queries.plans``): it names and runs them below the door,
+since their plans, not what a door answers, are what it checks.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from dirigent.engine.store.transactions.claims import CLAIM
 from dirigent.engine.store.transactions.counting import COUNTED_UNFINISHED
 from dirigent.engine.store.transactions.outcomes import record_many
 from dirigent.engine.store.transactions.sweeping import PRUNE_RUNS
-from tests.integration.engine.harness import Harness
+from tests.support.harness import Harness
 
 HISTORY_RUNS = 20_000  # 2 steps, 5 finished attempts each: 100k attempts, 80k items, 100k logs
 

@@ -3,14 +3,13 @@ and retention."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import signal
 import subprocess
 from pathlib import Path
 
-from tests.integration.engine.harness import Harness, spawn_worker
-from tests.waiting import eventually, until
+from tests.support.harness import Harness, spawn_worker
+from tests.support.waiting import eventually
 
 
 async def test_a_step_timeout_cancels_the_call_and_fails_transient(h: Harness) -> None:
@@ -24,8 +23,8 @@ spec:
            config: {seconds: 30}}
 """)
     run = await h.run("t")
-    async with h.workers(1), asyncio.timeout(15):
-        assert await h.until_finished(run.run_id) == "failed"
+    async with h.workers(1):
+        assert await h.until_finished(run.run_id, timeout=15) == "failed"
     attempts = await h.attempts(run.run_id)
     assert [(a["error_class"], a["error_code"]) for a in attempts] == [
         ("transient", "engine.step.timeout")
@@ -76,7 +75,7 @@ spec:
     run = await h.run("long")
     proc = spawn_worker(db_url, tmp_path / "art")
     processes.append(proc)
-    await until(log.exists, timeout=30, what="the block call started")
+    await eventually(log.exists, timeout=30, what="the block call started")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
     [work] = await h.attempts(run.run_id, "work")

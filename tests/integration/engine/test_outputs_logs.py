@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from urllib.parse import urlparse
 
-from tests.integration.engine.harness import Harness
+from tests.support.harness import Harness
 
 
 async def test_block_log_lines_and_engine_line_are_written_with_the_outcome(

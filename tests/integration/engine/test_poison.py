@@ -11,8 +11,8 @@ import pytest
 
 from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
 from dirigent.engine.shapes.problems import ProblemsError
-from tests.integration.engine.harness import Harness, spawn_worker
-from tests.waiting import eventually
+from tests.support.harness import Harness, spawn_worker
+from tests.support.waiting import eventually
 
 FAN = """
 apiVersion: dirigent.dev/v1alpha1

@@ -7,8 +7,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from tests.integration.engine.harness import Harness, spawn_worker
-from tests.waiting import eventually
+from tests.support.harness import Harness, spawn_worker
+from tests.support.waiting import eventually
 
 
 async def test_two_worker_processes_never_execute_an_attempt_twice(
@@ -162,6 +162,7 @@ spec:
         lambda: h.fetchval("SELECT count(*) FROM workers WHERE status = 'active'"),
         lambda n: n >= 2,
         timeout=60,
+        what="two active workers",
     )
     runs = [await h.run("mixed") for _ in range(4)]
     for run in runs:

@@ -6,6 +6,9 @@ batches never deadlock), in the statement that records it. Each run it locked no
 progress exactly once: a second update of a row the same transaction already wrote makes
 PostgreSQL re-check the row's foreign keys (a lookup and a share lock of its pipeline and
 its version, rows every worker's batch then writes).
+
+A test of the store's ``transactions.outcomes`` (and ``claims``) itself: it calls them below
+the door, on connections of its own, to hold the rows whose lock order it checks.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from dirigent.engine.shapes.attempts import Claimed, Outcome
 from dirigent.engine.store.pool import connect
 from dirigent.engine.store.transactions import claims
 from dirigent.engine.store.transactions.outcomes import record_many
-from tests.integration.engine.harness import Harness
-from tests.waiting import eventually
+from tests.support.harness import Harness
+from tests.support.waiting import eventually
 
 PIPELINES = """
 apiVersion: dirigent.dev/v1alpha1

@@ -12,8 +12,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from tests.integration.engine.harness import Harness, spawn_worker
-from tests.waiting import until
+from tests.support.harness import Harness, spawn_worker
+from tests.support.waiting import eventually
 
 FAST_LEASES = {
     "DIRIGENT_LEASE_DURATION": "2s",
@@ -23,7 +23,7 @@ FAST_LEASES = {
 
 
 async def wait_for_line(path: Path, prefix: str, timeout: float = 30) -> None:
-    await until(
+    await eventually(
         lambda: (
             path.exists() and any(ln.startswith(prefix) for ln in path.read_text().splitlines())
         ),

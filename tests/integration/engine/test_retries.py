@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from tests.integration.engine.harness import Harness
-from tests.waiting import eventually
+from tests.support.harness import Harness
+from tests.support.waiting import eventually
 
 
 def pipeline(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.integration.engine.harness import Harness
+from tests.support.harness import Harness
 
 HEAD = """
 apiVersion: dirigent.dev/v1alpha1

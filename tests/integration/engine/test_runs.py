@@ -7,7 +7,7 @@ import pytest
 
 from dirigent.engine.shapes.manifests.enums import Priority
 from dirigent.engine.shapes.problems import ProblemsError
-from tests.integration.engine.harness import Harness, utc
+from tests.support.harness import Harness, utc
 
 FAN = """
 apiVersion: dirigent.dev/v1alpha1

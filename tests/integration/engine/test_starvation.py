@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.engine.harness import Harness
+from tests.support.harness import Harness
 
 POLL = 1.0
 POKES = 4

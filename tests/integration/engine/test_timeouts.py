@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.integration.engine.harness import Harness
 from tests.integration.engine.test_remote_failures import kinds
+from tests.support.harness import Harness
 
 
 def hanging(tmp: Path, *, extra: str, limits: str) -> str:

@@ -10,7 +10,7 @@ import itertools
 
 import pytest
 
-from tests.integration.engine.harness import Harness
+from tests.support.harness import Harness
 
 OUTCOMES = ("ok", "bad", "uf", "sk")
 RULES = ("AllSuccess", "AllDone", "OneFailed", "Always")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.engine.harness import Harness
-from tests.waiting import eventually, until
+from tests.support.harness import Harness
+from tests.support.waiting import eventually
 
 
 def remote(tmp: Path, **config: object) -> str:
@@ -60,7 +60,7 @@ async def test_a_vanished_job_fails_transient_after_consecutive_gone_probes(
     await h.apply(remote(tmp_path, polls=1000))
     run = await h.run("remote")
     async with h.workers(1):
-        await until(lambda: list(tmp_path.glob("job-*.json")), what="the job submitted")
+        await eventually(lambda: list(tmp_path.glob("job-*.json")), what="the job submitted")
         for job in tmp_path.glob("job-*.json"):
             job.unlink()
         assert await h.until_finished(run.run_id) == "failed"
@@ -166,7 +166,7 @@ spec:
 """)
     await h.run("keep")
     async with h.workers(1):
-        await until(
+        await eventually(
             lambda: path.exists() and len(path.read_text().splitlines()) >= 5, what="five pokes"
         )
     lines = path.read_text().splitlines()

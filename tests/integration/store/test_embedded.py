@@ -1,4 +1,7 @@
-"""The embedded server: restarts on its data, stops cleanly, never runs as root."""
+"""The embedded server: restarts on its data, stops cleanly, never runs as root.
+
+A unit test of ``infrastructure.embedded`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 

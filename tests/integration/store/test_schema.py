@@ -1,4 +1,7 @@
-"""The migrated schema is exactly `tables.metadata`, and the constraints it promises hold."""
+"""The migrated schema is exactly `tables.metadata`, and the constraints it promises hold.
+
+A unit test of ``store.schema`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 

@@ -12,9 +12,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from dirigent.engine import ProblemsError
-from tests.integration.engine.harness import Harness
-from tests.integration.triggers.conftest import serve
-from tests.waiting import eventually
+from tests.support.harness import Harness
+from tests.support.servers import serve
+from tests.support.waiting import eventually
 
 PIPELINE = """
 apiVersion: dirigent.dev/v1alpha1
@@ -65,10 +65,6 @@ class Receiver:
         return JSONResponse({}, status_code=status)
 
 
-async def until(condition: Any, timeout: float = 30.0) -> None:
-    await eventually(condition, timeout=timeout)
-
-
 async def setup(
     h: Harness, tmp_path: Path, url: str, rules: str, importance: str = "Normal"
 ) -> None:
@@ -93,7 +89,7 @@ async def test_flaky_receiver_gets_the_alert_exactly_once(h: Harness, tmp_path: 
                 [n] = await h.engine.runs.notifications("default", run.run_id)
                 return n.status == "delivered"
 
-            await until(delivered)
+            await eventually(delivered, timeout=30, what="the alert delivered")
     assert [c["status"] for c in receiver.calls] == [500, 500, 200]
     assert {c["title"] for c in receiver.calls} == {"nightly failed: a"}
     assert receiver.calls[-1]["links"]["report"].endswith(f"/runs/{run.run_id}/report")
@@ -125,7 +121,7 @@ async def test_a_receiver_that_never_recovers_is_given_up(h: Harness, tmp_path: 
                 [n] = await h.engine.runs.notifications("default", run.run_id)
                 return n.status == "failed"
 
-            await until(gave_up)
+            await eventually(gave_up, timeout=30, what="the alert given up")
     assert len(receiver.calls) == 3
     messages = [line["message"] for line in await h.logs(run.run_id)]
     assert any("gave up after 3 attempt(s)" in m for m in messages)

@@ -9,7 +9,7 @@ import pytest
 
 from dirigent.engine import ProblemsError
 from dirigent.engine.shapes.views import BackfillRequest
-from tests.integration.engine.harness import Harness
+from tests.support.harness import Harness
 
 PIPELINE = """
 apiVersion: dirigent.dev/v1alpha1

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
-from tests.integration.engine.harness import Harness
-from tests.integration.triggers.conftest import serve
+from tests.support.harness import Harness
+from tests.support.servers import serve
 
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]

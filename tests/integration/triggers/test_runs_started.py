@@ -9,13 +9,10 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from dirigent.engine import Engine, RunRequest
-from dirigent.engine.infrastructure.plugins import discover
+from dirigent.engine import RunRequest
 from dirigent.engine.shapes.views import BackfillRequest
-from dirigent.engine.store.pool import Database
-from tests.integration.engine.harness import Harness
-from tests.integration.triggers.conftest import settings_for
 from tests.integration.triggers.test_webhooks import TOKEN, apply_hook
+from tests.support.harness import SECRET_KEY, harness
 
 PIPELINE = """
 apiVersion: dirigent.dev/v1alpha1
@@ -50,10 +47,10 @@ async def body(data: bytes) -> AsyncIterator[bytes]:
 
 async def test_every_door_counts_the_runs_it_starts(db_url: str, tmp_path: Path) -> None:
     registry = CollectorRegistry()  # a process's own registry, handed to its engine
-    database = await Database.connect(db_url, max_size=10)
-    try:
-        engine = Engine(settings_for(db_url, tmp_path / "a"), database, discover(), registry)
-        h = Harness(engine, database.pool, db_url)
+    async with harness(
+        db_url, tmp_path / "a", unsafe=(), secret_key=SECRET_KEY, registry=registry
+    ) as h:
+        engine = h.engine
         await h.apply(PIPELINE.format(path=tmp_path / "rec"))
         await h.apply(SCHEDULE)
         await apply_hook(h, "orders", "", {"token": TOKEN})
@@ -106,8 +103,6 @@ async def test_every_door_counts_the_runs_it_starts(db_url: str, tmp_path: Path)
             sum(started(registry, t) for t in ("api", "cli", "webhook", "schedule", "backfill"))
             == total
         )
-    finally:
-        await database.close()
 
 
 CHILD = """
@@ -133,10 +128,8 @@ async def test_a_run_started_by_a_step_is_counted_by_the_worker(
     db_url: str, tmp_path: Path
 ) -> None:
     # Given a parent whose step starts a child run (``pipeline.run``), and a worker
-    database = await Database.connect(db_url, max_size=10)
-    try:
-        engine = Engine(settings_for(db_url, tmp_path / "a"), database, discover())
-        h = Harness(engine, database.pool, db_url)
+    async with harness(db_url, tmp_path / "a", unsafe=(), secret_key=SECRET_KEY) as h:
+        engine = h.engine
         await h.apply(CHILD)
         await h.apply(PARENT)
         parent = await h.run("parent")
@@ -151,5 +144,3 @@ async def test_a_run_started_by_a_step_is_counted_by_the_worker(
         assert engine.registry.get_sample_value("dirigent_runs_started_total", mine) == 1
         children = await h.fetchval("SELECT count(*) FROM runs WHERE parent_run_id IS NOT NULL")
         assert children == 1
-    finally:
-        await database.close()

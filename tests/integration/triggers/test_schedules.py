@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from dirigent.engine import ProblemsError
-from tests.integration.engine.harness import Harness
-from tests.waiting import eventually, until
+from tests.support.harness import Harness
+from tests.support.waiting import eventually
 
 PIPELINE = """
 apiVersion: dirigent.dev/v1alpha1
@@ -258,7 +257,7 @@ async def test_a_second_scheduler_waits_for_the_lock(h: Harness, tmp_path: Path)
     first, second = h.engine.triggers.scheduler(tick=0.05), h.engine.triggers.scheduler(tick=0.05)
     tasks = [asyncio.create_task(first.run())]
     try:
-        await _until(lambda: first.is_leader)
+        await eventually(lambda: first.is_leader, timeout=10, every=0.02, what="the first leading")
         tasks.append(asyncio.create_task(second.run()))
         # Wait until the second has asked for the lock and been refused: a scheduler session
         # whose last statement was the try-lock, now idle, holding no advisory lock.
@@ -268,7 +267,9 @@ async def test_a_second_scheduler_waits_for_the_lock(h: Harness, tmp_path: Path)
         assert not second.is_leader
         first.stop()
         await tasks[0]
-        await _until(lambda: second.is_leader)
+        await eventually(
+            lambda: second.is_leader, timeout=10, every=0.02, what="the second leading"
+        )
     finally:
         first.stop()
         second.stop()
@@ -281,7 +282,3 @@ WHERE a.application_name LIKE 'dirigent-scheduler:%' AND a.state = 'idle'
   AND a.query LIKE '%pg_try_advisory_lock%'
   AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory')
 """
-
-
-async def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    await until(condition, timeout=timeout, every=0.02)

@@ -16,8 +16,8 @@ from fastapi import FastAPI
 
 from dirigent.api.routes.hooks import hooks_router
 from dirigent.engine import ProblemsError
-from tests.integration.engine.harness import Harness
-from tests.integration.triggers.conftest import serve
+from tests.support.harness import Harness
+from tests.support.servers import serve
 
 TOKEN = "tok-" + "a1b2c3d4" * 6
 SECRET = "s3cret-hmac-key"

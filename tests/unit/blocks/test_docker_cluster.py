@@ -11,8 +11,7 @@ from pydantic import ValidationError
 from dirigent.blocks.connections import KubernetesConnection
 from dirigent.blocks.kubernetes.docker import DockerRunOperator, KubeSettings
 from dirigent.blocks.plugin import plugin
-from dirigent.engine.infrastructure.plugins import build_catalog
-from dirigent.engine.rules.validation.catalog import check_against_catalog
+from dirigent.engine import build_catalog, check_against_catalog
 from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
 from dirigent.engine.shapes.manifests.pipeline import Pipeline
 

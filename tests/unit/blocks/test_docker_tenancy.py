@@ -13,8 +13,7 @@ import pytest
 from dirigent.blocks.kubernetes.docker import DockerRunOperator, KubeSettings
 from dirigent.blocks.kubernetes.jobs import DockerConfig, job_manifest
 from dirigent.blocks.kubernetes.tenancy import Placement, place
-from dirigent.engine.infrastructure.plugins import build_catalog
-from dirigent.engine.rules.validation.catalog import check_against_catalog
+from dirigent.engine import build_catalog, check_against_catalog
 from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
 from dirigent.engine.shapes.manifests.pipeline import Pipeline
 from dirigent.sdk import BlockFailure, Contribution, ErrorClass

@@ -4,6 +4,9 @@ and ``ctx.storage`` scoped to the run's namespace (issue 28, point 3).
 A ``mem://`` backend (the SDK's contract written out over a dict, from the SDK's own tests)
 stands in for a remote scheme, so routing and scoping are checked without a server; the
 same paths run against a real S3 server in ``tests/integration/blocks/test_storage_s3.py``.
+
+A unit test of ``infrastructure.artifacts`` itself: it imports the module below the door on
+purpose.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""``check_opened``: a connection kind's check, bounded and never raising; each failure a reason."""
+"""``check_opened``: a connection kind's check, bounded and never raising; each failure a reason.
+
+A unit test of ``runtime.health`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The firing rules under a clock the test names: misfire grace, windows, DST, backfill slots."""
+"""The firing rules under a clock the test names: misfire grace, windows, DST, backfill slots.
+
+A unit test of ``rules.firing`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 

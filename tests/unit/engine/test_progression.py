@@ -1,4 +1,7 @@
-"""Trigger rules and status derivation as pure functions (the engine applies exactly these)."""
+"""Trigger rules and status derivation as pure functions (the engine applies exactly these).
+
+A unit test of ``rules.progression`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 

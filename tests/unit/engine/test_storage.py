@@ -1,4 +1,7 @@
-"""file:// storage: rooted, atomic, ranged, listed in sorted pages, copied on the disk."""
+"""file:// storage: rooted, atomic, ranged, listed in sorted pages, copied on the disk.
+
+A unit test of ``infrastructure.storage`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 

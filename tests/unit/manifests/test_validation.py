@@ -1,10 +1,14 @@
-"""Whole-document checks that the broken fixtures do not already pin down."""
+"""Whole-document checks that the broken fixtures do not already pin down.
+
+Through the engine's public names, except one test of ``rules.validation.documents``'s
+``salvage_pipeline`` itself (what ``dirigent validate`` keeps of a broken document).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from dirigent.engine.rules.validation.pipelines import check_pipeline
+from dirigent.engine import check_pipeline
 from dirigent.engine.shapes.manifests import Pipeline
 
 
@@ -103,7 +107,7 @@ def test_duplicate_alert_names_are_refused() -> None:
 
 def test_a_document_refused_for_its_shape_still_gets_its_whole_document_checks() -> None:
     """Every problem at once: an unknown field does not hide a cycle or a bad reference."""
-    from dirigent.engine.rules.validation.documents import validate_documents
+    from dirigent.engine import validate_documents
     from dirigent.engine.shapes.manifests.loading import read_text
 
     docs, _ = read_text(

@@ -15,6 +15,7 @@ from dirigent.operator.leadership import Leadership
 from dirigent.operator.metrics import OperatorMetrics
 from dirigent.operator.serving import Health, serve_health
 from dirigent.operator.settings import OperatorSettings
+from tests.support.waiting import eventually
 
 
 async def test_probes_answer_for_a_standby_and_for_a_leader() -> None:
@@ -49,16 +50,17 @@ async def test_the_feedback_loop_is_restarted_counted_and_shown_in_readiness() -
         await asyncio.Event().wait()
 
     task = asyncio.create_task(supervised(flaky, health, metrics, backoff=(0.3, 0.3)))
-    await asyncio.sleep(0.1)  # the first run failed; the supervisor waits to restart it
-    assert health.ready() == (
+    # The first run failed; the supervisor waits (0.3 s) to restart it.
+    restarting = await eventually(
+        health.ready, lambda r: r[0] == 503, timeout=5, every=0.01, what="not ready"
+    )
+    assert restarting == (
         503,
         {"role": "leader", "feedback": "restarting", "why": "ConnectionError: transport closed"},
     )
-    deadline = time.monotonic() + 5
-    while runs < 3 and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)
-    assert runs == 3 and health.ready()[0] == 200  # running again: ready again
+    await eventually(lambda: runs, lambda n: n >= 3, timeout=5, every=0.01, what="a third run")
+    await eventually(health.ready, lambda r: r[0] == 200, timeout=5, every=0.01, what="ready again")
+    assert runs == 3  # running again: ready again
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -1,4 +1,7 @@
-"""Connection secret sealing: round trip, binding to its row and field, key errors."""
+"""Connection secret sealing: round trip, binding to its row and field, key errors.
+
+A unit test of ``infrastructure.crypto`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 
@@ -87,7 +90,7 @@ def test_key_length_checked() -> None:
 
 
 def test_from_settings() -> None:
-    from dirigent.engine.infrastructure.settings import EngineSettings
+    from dirigent.engine import EngineSettings
 
     settings = EngineSettings(secret_key=KEY.hex())
     sealed = SecretSealer.from_settings(settings).seal("v", **WHERE)

@@ -1,4 +1,7 @@
-"""The lease helper writes each queue's lease clauses once; these pin what it writes."""
+"""The lease helper writes each queue's lease clauses once; these pin what it writes.
+
+A unit test of ``store.leases`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 

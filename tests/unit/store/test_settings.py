@@ -1,4 +1,7 @@
-"""EngineSettings: environment spellings, defaults, and refusals with useful messages."""
+"""EngineSettings: environment spellings, defaults, and refusals with useful messages.
+
+A unit test of ``infrastructure.settings`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 
