@@ -88,7 +88,7 @@ async def test_fetch_stores_the_log_up_to_the_installations_limit_and_keeps_a_ta
     block = DockerRunOperator(settings)
     block._clients[""] = await KubeClient.build(cluster(api))  # the worker's own cluster
     storage = FileStorage(tmp_path)
-    ctx: Any = make_context(storage=storage, scratch=storage.run_prefix(1), attempt_id=10)
+    ctx: Any = make_context(storage=storage, scratch=f"{storage.root_uri}/runs/1", attempt_id=10)
     handle = RemoteHandle(
         block_id="docker.run",
         ref="ns/dirigent-1-10",
@@ -113,7 +113,7 @@ async def test_fetch_reads_only_pods_of_the_handles_job(api: Server, tmp_path: P
     block = DockerRunOperator(KubeSettings())
     block._clients[""] = await KubeClient.build(cluster(api))
     storage = FileStorage(tmp_path)
-    ctx: Any = make_context(storage=storage, scratch=storage.run_prefix(1), attempt_id=10)
+    ctx: Any = make_context(storage=storage, scratch=f"{storage.root_uri}/runs/1", attempt_id=10)
     handle = RemoteHandle(
         block_id="docker.run",
         ref="ns/dirigent-1-10",

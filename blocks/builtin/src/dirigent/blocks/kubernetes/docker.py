@@ -441,7 +441,7 @@ class DockerRunOperator(Operator[DockerConfig, DockerOutput]):
         bytes. Memory holds one chunk and the tail, never the log."""
         limit = self.settings().log_limit.bytes
         tail, size = b"", 0
-        async with ctx.storage.open_write(uri, "text/plain") as writer:
+        async with ctx.storage.open_write(uri, content_type="text/plain") as writer:
             if pod is None:
                 return b""
             try:
