@@ -168,11 +168,12 @@ def _two_of_each_are_ready_and_the_leader_hands_over(install: Install, values: P
     # Right after the rollout the Lease may still name a replaced pod (released or expiring).
     wait_until(lambda: holder() in live_operators(), what="a live operator leading", timeout=60)
     leader = holder()
-    others = live_operators() - {leader}
     kubectl.run("delete", "pod", leader, "-n", namespace, "--wait=false")
     wait_until(
-        lambda: holder() in others,
-        what="the standby operator holding the Lease",
+        # The standby, or the Deployment's replacement pod if it wins the race: any live
+        # operator but the deleted one.
+        lambda: holder() not in ("", leader) and holder() in live_operators(),
+        what="another live operator holding the Lease",
         timeout=30,
     )
 
