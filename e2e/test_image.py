@@ -24,7 +24,8 @@ from dirigent.engine.store.database import create_database, current_revision, he
 from dirigent.engine.store.embedded import EmbeddedPostgres
 from e2e.harness.binaries import REPO_ROOT
 
-pytestmark = pytest.mark.e2e
+# `machine`: podman's image store is one per machine (test_chart_real_node builds there too).
+pytestmark = [pytest.mark.e2e, pytest.mark.machine]
 
 BUILD_TIMEOUT = 1800  # a cold build makes the Debian base first (about 2 minutes here)
 

@@ -84,9 +84,18 @@ def node_home() -> Path:
 
 
 def prepare_real_node() -> list[images.ImageArchive]:
-    """Install missing packages and build missing images (the slow, cacheable part)."""
-    ensure_packages()
-    return images.node_images()
+    """Install missing packages and build missing images (the slow, cacheable part).
+
+    One caller at a time per machine: two pytest-xdist workers (or a test session and
+    ``make demo-up``) would otherwise build the same image into podman's one store at once;
+    the second waits, then finds everything cached.
+    """
+    lock_path = images.cache_root() / "prepare.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ensure_packages()
+        return images.node_images()
 
 
 @dataclass

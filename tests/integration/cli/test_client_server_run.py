@@ -19,7 +19,8 @@ import yaml
 
 from tests.integration.cli.test_dev import EXAMPLES, Dev, free_port
 
-pytestmark = pytest.mark.integration
+# One xdist worker runs the module: its `dirigent dev` (a module fixture) starts once.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("client-server-run")]
 TOKEN = "server-run-token-0123456789"
 SECRET = """apiVersion: v1
 kind: Secret
