@@ -26,6 +26,7 @@ COPY engine/pyproject.toml engine/
 COPY api/pyproject.toml api/
 COPY operator/pyproject.toml operator/
 COPY cli/pyproject.toml cli/
+COPY storage/s3/pyproject.toml storage/s3/
 COPY tests/plugin/pyproject.toml tests/plugin/
 RUN SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
     /opt/uv/bin/uv sync --frozen --no-dev --no-install-workspace --python python3
@@ -34,6 +35,7 @@ COPY engine engine
 COPY api api
 COPY operator operator
 COPY cli cli
+COPY storage storage
 RUN SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
     /opt/uv/bin/uv sync --frozen --no-dev --no-editable --python python3 \
  && /opt/dirigent/bin/dirigent --help >/dev/null

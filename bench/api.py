@@ -33,9 +33,9 @@ from workers import start_workers, stop_workers
 
 from dirigent.api.client import Client
 from dirigent.engine import Engine, EngineSettings, RunRequest
-from dirigent.engine.manifests.loading import parse_manifest
-from dirigent.engine.store.database import create_database, upgrade_async
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
+from dirigent.engine.shapes.manifests.loading import parse_manifest
+from dirigent.engine.store.schema.database import create_database, upgrade_async
 
 TOKEN = "bench-token-0123456789abcdef"
 NS = "default"
@@ -108,28 +108,28 @@ async def timed(call: Callable[[], Awaitable[Any]], n: int) -> tuple[float, floa
     return statistics.median(samples), samples[min(n - 1, int(n * 0.95))]
 
 
-async def until_settled(engine: Engine, run_id: int) -> str:
-    while (status := await engine.run_status(NS, run_id)) in ("queued", "running"):
+async def until_finished(engine: Engine, run_id: int) -> str:
+    while (status := await engine.runs.status(NS, run_id)) in ("queued", "running"):
         await asyncio.sleep(0.1)
     return status or "unknown"
 
 
 async def run_detail(engine: Engine, api: Client, url: str, root: Path, items: int) -> None:
-    await engine.apply(FAN, NS)
+    await engine.manifests.apply(FAN, NS)
     t0 = time.perf_counter()
-    run = await engine.start_run(RunRequest(NS, "fan", {"items": list(range(items))}))
+    run = await engine.runs.start(RunRequest(NS, "fan", {"items": list(range(items))}))
     print(f"created a {items}-item fan-out run in {time.perf_counter() - t0:.2f}s", flush=True)
     p50, p95 = await timed(lambda: api.get_run(NS, run.run_id), 200)
     print(f"run detail, {items} items queued:    p50 {p50:.1f} ms  p95 {p95:.1f} ms", flush=True)
     workers = start_workers(url, 2, 16, root)
     try:
         t0 = time.perf_counter()
-        assert await until_settled(engine, run.run_id) == "succeeded"
-        print(f"  (2 workers settled it in {time.perf_counter() - t0:.1f}s)", flush=True)
+        assert await until_finished(engine, run.run_id) == "succeeded"
+        print(f"  (2 workers ran it in {time.perf_counter() - t0:.1f}s)", flush=True)
     finally:
         stop_workers(workers)
     p50, p95 = await timed(lambda: api.get_run(NS, run.run_id), 200)
-    print(f"run detail, {items} items settled:   p50 {p50:.1f} ms  p95 {p95:.1f} ms", flush=True)
+    print(f"run detail, {items} items finished:   p50 {p50:.1f} ms  p95 {p95:.1f} ms", flush=True)
     page = lambda: api.list_items(NS, run.run_id, "each", limit=500)  # noqa: E731
     p50, p95 = await timed(page, 100)
     print(f"items page of 500 of {items}:        p50 {p50:.1f} ms  p95 {p95:.1f} ms", flush=True)
@@ -139,9 +139,9 @@ async def listing(engine: Engine, api: Client, count: int) -> None:
     noop = {"only": {"block": "core.noop"}}
     t0 = time.perf_counter()
     for i in range(count):
-        await engine.apply(pipeline(f"p{i:04d}", noop), NS)
+        await engine.manifests.apply(pipeline(f"p{i:04d}", noop), NS)
         if i % 3 == 0:  # a third have a run, so the newest-run lookup has work to do
-            await engine.start_run(RunRequest(NS, f"p{i:04d}"))
+            await engine.runs.start(RunRequest(NS, f"p{i:04d}"))
     print(f"applied {count} pipelines in {time.perf_counter() - t0:.1f}s", flush=True)
     for limit in (50, 500):
 
@@ -166,8 +166,8 @@ async def listing(engine: Engine, api: Client, count: int) -> None:
 async def followers(
     engine: Engine, base: str, url: str, root: Path, api_pid: int, n: int, items: int
 ) -> None:
-    await engine.apply(FAN, NS)
-    run = await engine.start_run(RunRequest(NS, "fan", {"items": list(range(items))}))
+    await engine.manifests.apply(FAN, NS)
+    run = await engine.runs.start(RunRequest(NS, "fan", {"items": list(range(items))}))
     ended: list[float] = []
     counts: list[int] = []
 
@@ -186,15 +186,15 @@ async def followers(
     workers = start_workers(url, 2, 16, root)
     try:
         t0 = time.perf_counter()
-        assert await until_settled(engine, run.run_id) == "succeeded"
-        settled = time.perf_counter()
+        assert await until_finished(engine, run.run_id) == "succeeded"
+        finished = time.perf_counter()
         await asyncio.gather(*tasks)
     finally:
         stop_workers(workers)
-    lags = sorted((t - settled) * 1000 for t in ended)
+    lags = sorted((t - finished) * 1000 for t in ended)
     print(
         f"{n} followers of one {items}-item run: every follower got {set(counts)} events; "
-        f"run took {settled - t0:.1f}s; end seen after settle p50 {statistics.median(lags):.0f} ms "
+        f"run took {finished - t0:.1f}s; end seen after finish p50 {statistics.median(lags):.0f} ms "
         f"max {lags[-1]:.0f} ms; API CPU {cpu_seconds(api_pid) - cpu0:.1f}s, "
         f"followers' (this process's) CPU {time.process_time() - own0:.1f}s",
         flush=True,

@@ -14,7 +14,7 @@ loads ``pg_stat_statements`` and each scenario also prints its most expensive st
 Scenarios, each with 1, 2 and 4 `dirigent worker` processes:
   fan-out  one run with N no-op items
   runs     N/2 runs of two chained no-op steps
-and a chain of sequential steps to measure the gap from a step settling to its dependent
+and a chain of sequential steps to measure the gap from a step finishing to its dependent
 starting (p50, p99). Each scenario also prints the CPU time and context switches per attempt
 of the workers and of the server (``cpu``). Beside each worker count runs the Python client
 floor (``client_floor``): pgbench's transaction from as many asyncpg processes, which tells
@@ -59,11 +59,10 @@ import client_floor
 import cpu
 from workers import PAIR, apply, door, start_workers, stop_workers, wait_registered
 
-from dirigent.engine import RunRequest
-from dirigent.engine.engine import Engine, RunCreated
-from dirigent.engine.store.database import create_database, drop_database, upgrade_async
-from dirigent.engine.store.embedded import EmbeddedPostgres, binaries_dir
+from dirigent.engine import Engine, RunCreated, RunRequest
+from dirigent.engine.infrastructure.embedded import EmbeddedPostgres, binaries_dir
 from dirigent.engine.store.pool import create_pool
+from dirigent.engine.store.schema.database import create_database, drop_database, upgrade_async
 
 FAN = """
 apiVersion: dirigent.dev/v1alpha1
@@ -94,7 +93,7 @@ spec:
 """
 
 
-async def settle(pool: asyncpg.Pool, run_ids: list[int]) -> None:
+async def finish(pool: asyncpg.Pool, run_ids: list[int]) -> None:
     # EXISTS stops at the first run still in flight: counting 5,000 runs every 20 ms took
     # 2.4 ms of the server's time per poll, a tenth of a core the engine under test lost.
     while await pool.fetchval(
@@ -160,12 +159,12 @@ async def create(
     many runs are (they are created one at a time, which is not what is measured)."""
     if name == "fan-out":
         before, t0 = mark(), time.perf_counter()
-        created = [await engine.start_run(RunRequest("default", "fan"))]
+        created = [await engine.runs.start(RunRequest("default", "fan"))]
         print(f"  created a {n}-item fan-out run in {time.perf_counter() - t0:.2f}s", flush=True)
         return created, n, t0, before
     t_create = time.perf_counter()
     # All runs in one transaction: they appear to the workers at once.
-    created = await engine.start_runs([RunRequest("default", "pair") for _ in range(n // 2)])
+    created = await engine.runs.start_many([RunRequest("default", "pair") for _ in range(n // 2)])
     print(f"  created {n // 2} runs in {time.perf_counter() - t_create:.2f}s", flush=True)
     return created, 2 * (n // 2), time.perf_counter(), mark()
 
@@ -178,11 +177,11 @@ async def warm_workers(engine: Engine, pool: asyncpg.Pool, workers: int) -> None
     prepared and planned on each of them, and its caches fill. Four fresh workers pay that
     twice as often as two for the same attempts, and the clock counted it against them.
     """
-    runs = [await engine.start_run(RunRequest("default", "warm"))]
-    runs += await engine.start_runs(
+    runs = [await engine.runs.start(RunRequest("default", "warm"))]
+    runs += await engine.runs.start_many(
         [RunRequest("default", "pair") for _ in range(WARM_RUNS * workers)]
     )
-    await settle(pool, [r.run_id for r in runs])
+    await finish(pool, [r.run_id for r in runs])
 
 
 async def scenario(url: str, name: str, n: int, workers: int, place: Place) -> float:
@@ -204,7 +203,7 @@ async def scenario(url: str, name: str, n: int, workers: int, place: Place) -> f
                 if place.statements:
                     await pool.execute("SELECT pg_stat_statements_reset()")
                 sampler = asyncio.create_task(sample_waits(pool, waits, stop))
-                await settle(pool, [r.run_id for r in created])
+                await finish(pool, [r.run_id for r in created])
                 elapsed = time.perf_counter() - t0
                 after = cpu.snapshot(pids, place.data_dir)
                 stop.set()
@@ -225,7 +224,7 @@ async def scenario(url: str, name: str, n: int, workers: int, place: Place) -> f
 async def gaps(
     url: str, steps: int, root: Path, triggers: int
 ) -> tuple[tuple[float, float], tuple[float, float]]:
-    """Latencies in ms (p50, p99): step settled → dependent started over a chain of no-op
+    """Latencies in ms (p50, p99): step finished → dependent started over a chain of no-op
     steps, and trigger → first step running over runs created one at a time."""
     pool = await create_pool(url, max_size=2)
     try:
@@ -233,8 +232,8 @@ async def gaps(
             procs = start_workers(url, 1, 4, root)
             try:
                 await wait_registered(pool, 1)
-                run = await engine.start_run(RunRequest("default", "chain"))
-                await settle(pool, [run.run_id])
+                run = await engine.runs.start(RunRequest("default", "chain"))
+                await finish(pool, [run.run_id])
                 rows = await pool.fetch(
                     """SELECT step, started_at, finished_at FROM step_attempts WHERE run_id = $1""",
                     run.run_id,
@@ -243,8 +242,8 @@ async def gaps(
                 # creating transaction (runs.created_at) to the first attempt's claim.
                 firsts: list[float] = []
                 for _ in range(triggers):
-                    one = await engine.start_run(RunRequest("default", "pair"))
-                    await settle(pool, [one.run_id])
+                    one = await engine.runs.start(RunRequest("default", "pair"))
+                    await finish(pool, [one.run_id])
                     delay = await pool.fetchval(
                         """SELECT extract(epoch FROM min(a.started_at) - r.created_at) FROM runs r
                        JOIN step_attempts a ON a.run_id = r.id WHERE r.id = $1 GROUP BY r.created_at""",
@@ -321,7 +320,7 @@ async def main(quick: bool, statements: bool, workers: str | None, repeat: int |
         rates = await throughput(server, n, worker_counts, repeat, place, 4 if quick else 8)
         medians = report(rates)
         (p50, p99), (t50, t99) = await latencies(server, quick, base)
-        print(f"step settled -> dependent started: p50={p50:.1f}ms p99={p99:.1f}ms")
+        print(f"step finished -> dependent started: p50={p50:.1f}ms p99={p99:.1f}ms")
         print(f"trigger -> first step running: p50={t50:.1f}ms p99={t99:.1f}ms")
         print(summary(medians, tps))
     finally:

@@ -1,12 +1,12 @@
 """Engine cost against history: the same throughput and trigger latency, empty and after years.
 
-The hot set (seed 004): what a claim and an outcome touch should not grow with the settled
+The hot set (seed 004): what a claim and an outcome touch should not grow with the finished
 history beside it. This bench measures the many-small-runs shape (two chained no-op steps
 per run, the shape that exercises claim, outcome and progression hardest) and trigger →
-first step running on an empty database, then fills it with settled history and measures
+first step running on an empty database, then fills it with finished history and measures
 again on the same server in the same process. Each figure is the median of three rounds.
 
-History is written set-based with ``generate_series`` (no engine round trip): settled runs,
+History is written set-based with ``generate_series`` (no engine round trip): finished runs,
 finished between 400 and 388 days ago,
 of a two-step pipeline whose second step fans out over 4 items, so every history run
 holds 1 run, 2 steps, 4 items, 5 attempts and 5 log lines. Triggers are off while it is
@@ -42,12 +42,12 @@ import asyncpg
 from workers import PAIR, apply, door, start_workers, stop_workers, wait_registered
 
 from dirigent.engine import RunRequest
-from dirigent.engine.store.claims import CLAIM
-from dirigent.engine.store.database import create_database, upgrade_async
-from dirigent.engine.store.embedded import EmbeddedPostgres
-from dirigent.engine.store.plans import executed_plans
+from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
 from dirigent.engine.store.pool import connect, create_pool
-from dirigent.engine.store.sweeping import prune_runs
+from dirigent.engine.store.queries.plans import executed_plans
+from dirigent.engine.store.schema.database import create_database, upgrade_async
+from dirigent.engine.store.transactions.claims import CLAIM
+from dirigent.engine.store.transactions.sweeping import prune_runs
 
 HISTORY = """
 apiVersion: dirigent.dev/v1alpha1
@@ -87,7 +87,7 @@ FILL = [
 
 
 async def fill(url: str, first_run: int, runs: int) -> float:
-    """Settled history runs, ids from first_run (or above the newest run): seconds taken."""
+    """Finished history runs, ids from first_run (or above the newest run): seconds taken."""
     conn = await connect(url)
     try:
         t0 = time.perf_counter()
@@ -112,7 +112,7 @@ async def fill(url: str, first_run: int, runs: int) -> float:
         await conn.close()
 
 
-async def settle(pool: asyncpg.Pool, run_ids: list[int]) -> None:
+async def finish(pool: asyncpg.Pool, run_ids: list[int]) -> None:
     while await pool.fetchval(
         "SELECT count(*) FROM runs WHERE id = ANY($1) AND status IN ('queued', 'running')", run_ids
     ):
@@ -127,16 +127,16 @@ async def measure(url: str, runs: int, workers: int, root: Path) -> tuple[float,
             procs = start_workers(url, workers, 16, root)
             try:
                 await wait_registered(pool, workers)
-                created = await engine.start_runs(
+                created = await engine.runs.start_many(
                     [RunRequest("default", "pair") for _ in range(runs)]
                 )
                 t0 = time.perf_counter()
-                await settle(pool, [r.run_id for r in created])
+                await finish(pool, [r.run_id for r in created])
                 rate = 2 * runs / (time.perf_counter() - t0)
                 firsts: list[float] = []
                 for _ in range(20):
-                    one = await engine.start_run(RunRequest("default", "pair"))
-                    await settle(pool, [one.run_id])
+                    one = await engine.runs.start(RunRequest("default", "pair"))
+                    await finish(pool, [one.run_id])
                     delay = await pool.fetchval(
                         """SELECT extract(epoch FROM min(a.started_at) - r.created_at) FROM runs r
                            JOIN step_attempts a ON a.run_id = r.id WHERE r.id = $1
@@ -171,7 +171,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 async def _purge(url: str, batch: int) -> tuple[int, list[float]]:
-    """Delete every settled run older than a year in bounded batches: (runs, batch seconds)."""
+    """Delete every finished run older than a year in bounded batches: (runs, batch seconds)."""
     conn = await connect(url)
     try:
         deleted, times = 0, []
@@ -204,11 +204,11 @@ async def claim_delays(url: str, root: Path, *, purge: bool, seconds: float) -> 
                 while (purging is not None and not purging.done()) or (
                     purging is None and time.perf_counter() - t0 < seconds
                 ):
-                    made = await engine.start_runs([RunRequest("default", "pair")] * 4)
+                    made = await engine.runs.start_many([RunRequest("default", "pair")] * 4)
                     run_ids += [r.run_id for r in made]
                     await asyncio.sleep(0.04)
                 elapsed = time.perf_counter() - t0
-                await settle(pool, run_ids)
+                await finish(pool, run_ids)
                 delays = [
                     float(r[0]) * 1000
                     for r in await pool.fetch(

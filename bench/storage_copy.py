@@ -30,9 +30,9 @@ import asyncpg
 from workers import apply, door, start_workers, stop_workers, wait_registered
 
 from dirigent.engine import RunRequest
-from dirigent.engine.store.database import create_database, upgrade_async
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
 from dirigent.engine.store.pool import create_pool
+from dirigent.engine.store.schema.database import create_database, upgrade_async
 
 
 def write_source(path: Path, size_mb: int) -> str:
@@ -50,7 +50,7 @@ def children_peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
-async def settle(pool: asyncpg.Pool, run_id: int) -> str:
+async def finish(pool: asyncpg.Pool, run_id: int) -> str:
     while True:
         status = str(await pool.fetchval("SELECT status FROM runs WHERE id = $1", run_id))
         if status in ("succeeded", "failed", "cancelled", "completed_with_errors"):
@@ -61,7 +61,8 @@ async def settle(pool: asyncpg.Pool, run_id: int) -> str:
 async def main(size_mb: int) -> None:
     base = Path(tempfile.mkdtemp(prefix="dirigent-bench-copy-"))
     root = base / "artifacts"
-    source = root / "in" / "big.bin"
+    own = root / "namespaces" / "default"  # all a step of namespace default reaches
+    source = own / "in" / "big.bin"
     digest = write_source(source, size_mb)
     server = EmbeddedPostgres(base / "pgdata")
     server.start()
@@ -84,15 +85,15 @@ kind: Pipeline
 metadata: {{name: copy}}
 spec:
   steps:
-    copy: {{block: storage.copy, config: {{source: '{source.as_uri()}', target: '{root.as_uri()}/out/big.bin'}}}}
+    copy: {{block: storage.copy, config: {{source: '{source.as_uri()}', target: '{own.as_uri()}/out/big.bin'}}}}
 """,
             )
             procs = start_workers(url, 1, 1, root)
             await pool.execute("DELETE FROM workers")
             await wait_registered(pool, 1)
-            created = await engine.start_run(RunRequest("default", "copy", {}))
+            created = await engine.runs.start(RunRequest("default", "copy", {}))
         started = time.monotonic()
-        status = await settle(pool, created.run_id)
+        status = await finish(pool, created.run_id)
         seconds = time.monotonic() - started
         stop_workers(procs)
         peak = children_peak_mb()

@@ -56,9 +56,9 @@ import asyncpg
 from workers import apply, door, start_workers, stop_workers
 
 from dirigent.engine import RunRequest
-from dirigent.engine.store.database import create_database, upgrade_async
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
 from dirigent.engine.store.pool import create_pool
+from dirigent.engine.store.schema.database import create_database, upgrade_async
 
 PIPELINE = """
 apiVersion: dirigent.dev/v1alpha1
@@ -213,7 +213,7 @@ async def main(args: argparse.Namespace) -> None:
             target = 0
             while target < args.n:
                 size = min(args.chunk, args.n - target)
-                created = await engine.start_run(
+                created = await engine.runs.start(
                     RunRequest("default", "waiting", {"items": list(range(size))})
                 )
                 target += size

@@ -26,9 +26,9 @@ from pathlib import Path
 import httpx
 
 from dirigent.engine import Engine, EngineSettings
-from dirigent.engine.manifests.loading import parse_manifest, read_text
-from dirigent.engine.store.database import create_database, upgrade_async
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
+from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
+from dirigent.engine.store.schema.database import create_database, upgrade_async
 
 KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 TOKEN = "bench-token-" + "0123456789abcdef" * 2
@@ -122,8 +122,8 @@ async def main() -> None:
         }
         settings = EngineSettings(database_url=url, secret_key=KEY, metrics_port=None)  # type: ignore[arg-type]
         async with Engine.open(settings) as engine:
-            await engine.apply(manifest(PIPELINE), "default")
-            await engine.apply(
+            await engine.manifests.apply(manifest(PIPELINE), "default")
+            await engine.manifests.apply(
                 manifest(WEBHOOK), "default", secret_values={"token": TOKEN, "hmacSecret": SECRET}
             )
         port = free_port()

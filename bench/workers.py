@@ -19,7 +19,7 @@ from typing import Any
 import asyncpg
 
 from dirigent.engine import Engine, EngineSettings
-from dirigent.engine.manifests.loading import parse_manifest, read_text
+from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
 
 # The many-small-runs shape of the throughput and scale benches: two no-op steps in a row.
 PAIR = """
@@ -47,7 +47,7 @@ async def apply(engine: Engine, text: str) -> None:
     docs, _ = read_text(text)
     manifest, problems = parse_manifest(docs[0].data)
     assert manifest is not None, problems
-    await engine.apply(manifest, "default")
+    await engine.manifests.apply(manifest, "default")
 
 
 def start_workers(

@@ -14,7 +14,7 @@ Starts the local control plane and the real node (reporting how long each took),
 * **engine**: the same container as a one-step ``docker.run`` pipeline on an embedded
   PostgreSQL, run by one real ``dirigent worker`` process (probe interval ``--poll``).
   "created" is our clock just before ``Engine.start_run`` (so claiming the attempt and
-  creating the Job are inside the figure); "settled" is the attempt's ``finished_at``
+  creating the Job are inside the figure); "finished" is the attempt's ``finished_at``
   (PostgreSQL's clock, the same host clock), and "seen" when the run's status, polled every
   20 ms through the engine's door, was terminal.
 
@@ -37,18 +37,18 @@ from pathlib import Path
 from typing import Any
 
 from bench.workers import apply, door, stop_workers
-from dirigent.engine import RunRequest
-from dirigent.engine.store.database import create_database, upgrade_async
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine import EmbeddedPostgres, RunRequest
+from dirigent.engine.shapes.statuses import RUN_TERMINAL
 from e2e.harness.binaries import ensure_binaries
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.images import BASE_IMAGE
 from e2e.harness.realnode import RealNode, placement
+from tests.support.postgres import migrated_database
+from tests.support.waiting import eventually, wait_until
 
 NAMESPACE = "bench-real-node"
 ENGINE_NAMESPACE = "bench-real-node-engine"
 PRINT_TIME = "import time; print(repr(time.time()))"
-TERMINAL = frozenset({"succeeded", "failed", "cancelled", "completed_with_errors"})
 
 
 def _job(name: str) -> dict[str, Any]:
@@ -87,18 +87,22 @@ def _run_one(batch: Any, core: Any, name: str, deadline_s: float = 120) -> tuple
     """(created -> container started, created -> Complete seen) in seconds for one Job."""
     created = time.time()
     batch.create_namespaced_job(NAMESPACE, _job(name))
-    deadline = time.monotonic() + deadline_s
-    while True:
-        job = batch.read_namespaced_job_status(name, NAMESPACE)
-        conds = job.status.conditions or []
-        if any(c.type == "Complete" and c.status == "True" for c in conds):
-            done = time.time()
-            break
-        if any(c.type == "Failed" and c.status == "True" for c in conds):
+
+    def conditions() -> list[Any]:
+        conds: list[Any] = batch.read_namespaced_job_status(name, NAMESPACE).status.conditions
+        if any(c.type == "Failed" and c.status == "True" for c in conds or []):
             raise RuntimeError(f"job {name} failed: {conds}")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"job {name} not complete after {deadline_s}s")
-        time.sleep(0.02)
+        return conds or []
+
+    # Polled every 20 ms: the poll is the resolution of the latency measured.
+    wait_until(
+        conditions,
+        lambda conds: any(c.type == "Complete" and c.status == "True" for c in conds),
+        timeout=deadline_s,
+        every=0.02,
+        what=f"job {name} Complete",
+    )
+    done = time.time()
     pods = core.list_namespaced_pod(
         NAMESPACE, label_selector=f"batch.kubernetes.io/job-name={name}"
     )
@@ -114,8 +118,12 @@ def _measure(kubeconfig: Path, jobs: int) -> dict[str, Any]:
         core: Any = client.CoreV1Api(api)
         batch: Any = client.BatchV1Api(api)
         core.create_namespace({"metadata": {"name": NAMESPACE}})
-        while not core.list_namespaced_service_account(NAMESPACE).items:
-            time.sleep(0.1)
+        wait_until(
+            lambda: core.list_namespaced_service_account(NAMESPACE).items,
+            timeout=60,
+            every=0.1,
+            what=f"the default service account of {NAMESPACE}",
+        )
         _run_one(batch, core, "warmup")
         starts, dones = [], []
         for i in range(jobs):
@@ -159,20 +167,22 @@ def _worker(url: str, kubeconfig: Path, root: Path) -> subprocess.Popen[bytes]:
 
 
 async def _one_step(engine: Any) -> tuple[float, float, float]:
-    """(created -> container started, -> attempt settled, -> settled seen) for one run."""
+    """(created -> container started, -> attempt finished, -> finish seen) for one run."""
     created = time.time()
-    run = await engine.start_run(RunRequest("default", "stamp"))
-    deadline = time.monotonic() + 120
-    while (detail := await engine.run("default", run.run_id)).status not in TERMINAL:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"run {run.run_id} still {detail.status} after 120 s")
-        await asyncio.sleep(0.02)
+    run = await engine.runs.start(RunRequest("default", "stamp"))
+    detail = await eventually(
+        lambda: engine.runs.get("default", run.run_id),
+        lambda d: d.status in RUN_TERMINAL,
+        timeout=120,
+        every=0.02,  # the resolution of the latency measured
+        what=f"run {run.run_id} finished",
+    )
     seen = time.time()
-    [attempt] = (await engine.attempts("default", run.run_id, "job")).items
+    [attempt] = (await engine.runs.attempts("default", run.run_id, "job")).items
     assert detail.status == "succeeded", attempt
     started = float(attempt.output["log_tail"].strip())
-    settled = attempt.finished_at.timestamp()
-    return started - created, settled - created, seen - created
+    finished = attempt.finished_at.timestamp()
+    return started - created, finished - created, seen - created
 
 
 async def _measure_engine(kubeconfig: Path, jobs: int, poll: str, root: Path) -> dict[str, Any]:
@@ -180,9 +190,7 @@ async def _measure_engine(kubeconfig: Path, jobs: int, poll: str, root: Path) ->
     server.start()
     worker: subprocess.Popen[bytes] | None = None
     try:
-        await create_database(server.url, "bench")
-        url = server.url_for("bench")
-        await upgrade_async(url)
+        url = await migrated_database(server, "bench")
         config = {"image": BASE_IMAGE, "imagePullPolicy": "Never", "namespace": ENGINE_NAMESPACE,
                   "command": ["python3", "-c", PRINT_TIME]}  # fmt: skip
         async with door(url, enabled_unsafe_blocks=["docker.run"]) as engine:
@@ -194,8 +202,8 @@ async def _measure_engine(kubeconfig: Path, jobs: int, poll: str, root: Path) ->
             "jobs": jobs,
             "probe_interval": poll,
             "created_to_container_started_s": _percentiles([r[0] for r in rows]),
-            "created_to_step_settled_s": _percentiles([r[1] for r in rows]),
-            "created_to_settled_seen_s": _percentiles([r[2] for r in rows]),
+            "created_to_step_finished_s": _percentiles([r[1] for r in rows]),
+            "created_to_finished_seen_s": _percentiles([r[2] for r in rows]),
         }
     finally:
         if worker is not None:

@@ -31,6 +31,8 @@ from e2e.harness.clusters import Cluster, choose_origin, provide_cluster
 from e2e.harness.hoststate import read_kernel_settings
 from e2e.harness.processes import wait_until
 from e2e.harness.realnode import RealNode, prepare_real_node
+from e2e.harness.s3 import ensure_weed, uses_s3
+from e2e.harness.s3 import s3_server as s3_server  # the real S3 server, a session fixture
 from e2e.kubectl import Kubectl
 
 MACHINE_GROUP = "machine"
@@ -65,6 +67,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         # The same for the real node's packages and images (a cold base image: minutes).
         if any("real_node" in getattr(item, "fixturenames", ()) for item in session.items):
             prepare_real_node()
+    if uses_s3(session):
+        ensure_weed()  # the S3 server's binary (a cold build: minutes)
 
 
 @pytest.fixture(scope="session")
@@ -157,8 +161,9 @@ def real_node(cluster: Cluster) -> Iterator[RealNode]:
     """A real node (containerd + kubelet) joined to the session's cluster; opt-in.
 
     Requesting it starts the node once for the whole session. Pods reach it only with
-    ``e2e.harness.realnode.placement()`` merged into their spec (label, toleration, host
-    network) and images from ``e2e.harness.images`` with ``imagePullPolicy: Never``.
+    ``e2e.harness.realnode.placement()`` merged into their spec (label, toleration) and
+    images from ``e2e.harness.images`` with ``imagePullPolicy: Never``; each gets its own
+    address on the node's pod network (Services and NetworkPolicies work).
     """
     if cluster.pki_dir is None:
         pytest.fail(

@@ -34,15 +34,15 @@ class EngineClient:
 
     def start_run(self, namespace: str, pipeline: str, params: dict[str, Any] | None = None) -> int:
         request = RunRequest(namespace=namespace, pipeline=pipeline, params=params or {})
-        created = self.call(lambda e: e.start_run(request))
+        created = self.call(lambda e: e.runs.start(request))
         return int(created.run_id)
 
     def run(self, namespace: str, run_id: int) -> Any:
-        return self.call(lambda e: e.run(namespace, run_id))
+        return self.call(lambda e: e.runs.get(namespace, run_id))
 
     def pipeline(self, namespace: str, name: str) -> Any:
-        return self.call(lambda e: e.pipeline(namespace, name))
+        return self.call(lambda e: e.pipelines.get(namespace, name))
 
     def attempts(self, namespace: str, run_id: int, step: str) -> list[Any]:
-        page = self.call(lambda e: e.attempts(namespace, run_id, step))
+        page = self.call(lambda e: e.runs.attempts(namespace, run_id, step))
         return list(page.items)

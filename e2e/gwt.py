@@ -24,6 +24,7 @@ import yaml
 
 from e2e.harness.binaries import REPO_ROOT
 from e2e.kubectl import Kubectl, KubectlError
+from tests.support.waiting import WaitTimedOut, wait_until
 
 Obj = dict[str, Any]
 DEFAULT_TIMEOUT = 30.0
@@ -224,16 +225,20 @@ class Then:
     def eventually(
         self, check: Callable[[Obj], bool], description: str, timeout: float = DEFAULT_TIMEOUT
     ) -> Then:
-        """Poll every object in scope until ``check`` holds for it."""
+        """Poll every object in scope until ``check`` holds for it (one deadline for all)."""
         deadline = time.monotonic() + timeout
         for ref in self.refs:
-            while True:
-                obj = self._fetch(ref)
-                if obj is not None and check(obj):
-                    break
-                if time.monotonic() > deadline:
-                    raise AssertionError(self._explain(ref, obj, description, timeout))
-                time.sleep(_POLL)
+            try:
+                wait_until(
+                    lambda ref=ref: self._fetch(ref),  # type: ignore[misc]
+                    lambda obj: obj is not None and check(obj),
+                    timeout=max(0.0, deadline - time.monotonic()),
+                    every=_POLL,
+                    what=f"{ref}: {description}",
+                )
+            except WaitTimedOut as timed_out:
+                last = timed_out.last if isinstance(timed_out.last, dict) else None
+                raise AssertionError(self._explain(ref, last, description, timeout)) from None
         return self
 
     def _fetch(self, ref: Ref) -> Obj | None:

@@ -2,7 +2,7 @@
 
 Given a real API server, the ClusterRoles of config/rbac and a ``dirigent api
 --auth cluster`` process (its own credentials: the cluster's admin kubeconfig, standing in
-for a service account bound to dirigent-api-server): a service account bound to the viewer
+for a service account bound to dirigent-api): a service account bound to the viewer
 role lists but may not run; one bound to the editor role applies and runs; one with no role
 gets a 403 Problem; a token the cluster does not know gets a 401 Problem.
 """
@@ -12,22 +12,22 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from dirigent.engine.store.database import create_database, upgrade
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine import EmbeddedPostgres
 from e2e.harness.binaries import REPO_ROOT
 from e2e.harness.clusters import Cluster
 from e2e.kubectl import Kubectl
+from tests.support.postgres import migrated_database, run_blocking
+from tests.support.servers import free_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -44,32 +44,26 @@ PIPELINE = {
 def database() -> Iterator[str]:
     base = Path(tempfile.mkdtemp(prefix="dirigent-e2e-api-pg-"))
     with EmbeddedPostgres(base / "data") as server:
-        import asyncio
-
-        asyncio.run(create_database(server.url, "dirigent"))
-        url = server.url_for("dirigent")
-        upgrade(url)
-        yield url
+        yield run_blocking(lambda: migrated_database(server, "dirigent"))
 
 
 @pytest.fixture(scope="module")
 def api_url(cluster: Cluster, kubectl: Kubectl, database: str) -> Iterator[str]:
     kubectl.run("create", "namespace", "dirigent-system", check=False)  # the operator's
     kubectl.run("apply", "-k", str(ROLES))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = free_port()
     env = {**os.environ, "DIRIGENT_DATABASE_URL": database, "DIRIGENT_METRICS_PORT": "0"}
     command = [sys.executable, "-m", "dirigent.cli", "api", "--auth", "cluster"]
     command += ["--kubeconfig", str(cluster.kubeconfig), "--host", "127.0.0.1", "--port", str(port)]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while not _ready(url):
+
+        def ready() -> bool:
             assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            assert time.monotonic() < deadline, "dirigent api did not become ready"
-            time.sleep(0.05)
+            return _ready(url)
+
+        wait_until(ready, timeout=60, every=0.05, what="dirigent api ready")
         yield url
     finally:
         process.send_signal(signal.SIGTERM)
@@ -77,6 +71,9 @@ def api_url(cluster: Cluster, kubectl: Kubectl, database: str) -> Iterator[str]:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+AUDIENCE = "dirigent"  # DIRIGENT_API_TOKEN_AUDIENCES' default
 
 
 def _ready(url: str) -> bool:
@@ -94,7 +91,9 @@ def account(kubectl: Kubectl, namespace: str, name: str, role: str | None) -> di
             "create", "rolebinding", f"{name}-{role}", "-n", namespace,
             f"--clusterrole={role}", f"--serviceaccount={namespace}:{name}",
         )  # fmt: skip
-    token = kubectl.run("create", "token", name, "-n", namespace).stdout.strip()
+    token = kubectl.run(
+        "create", "token", name, "-n", namespace, "--audience", AUDIENCE
+    ).stdout.strip()
     return {"Authorization": f"Bearer {token}"}
 
 
@@ -140,6 +139,11 @@ def test_viewer_lists_but_cannot_run_editor_runs_nobody_is_forbidden(
         assert_problem(http.get("/pipelines", headers=nobody), 403, "auth.forbidden")
         bad = {"Authorization": "Bearer not-a-token-the-cluster-issued"}
         assert_problem(http.get("/pipelines", headers=bad), 401, "auth.unauthenticated")
+        # A real token of the editor's, minted for the cluster's own audience (full power
+        # against the Kubernetes API), is not accepted here: only `--audience dirigent`.
+        general = kubectl.run("create", "token", "editor", "-n", namespace).stdout.strip()
+        wrong = {"Authorization": f"Bearer {general}"}
+        assert_problem(http.get("/pipelines", headers=wrong), 401, "auth.unauthenticated")
         assert_problem(http.get("/pipelines"), 401, "auth.unauthenticated")
 
         # And the viewer's grant is namespaced: another namespace is forbidden to it
@@ -155,10 +159,18 @@ def test_the_roles_aggregate_into_the_built_in_view_role(
     base = f"{api_url}/api/v1/namespaces/{namespace}"
     with httpx.Client(base_url=base, timeout=30) as http:
         # Then it may list through the API (aggregation is asynchronous: wait for it)
-        deadline = time.monotonic() + 30
-        while (listed := http.get("/pipelines", headers=viewer)).status_code != 200:
-            assert time.monotonic() < deadline, listed.text
-            time.sleep(0.2)
+
+        def listed() -> tuple[int, str]:
+            answer = http.get("/pipelines", headers=viewer)
+            return answer.status_code, answer.text
+
+        wait_until(
+            listed,
+            lambda answer: answer[0] == 200,
+            timeout=30,
+            every=0.2,
+            what="the viewer listing pipelines (the aggregated role in force)",
+        )
         assert_problem(
             http.post("/pipelines/hello/$run", json={}, headers=viewer), 403, "auth.forbidden"
         )
@@ -186,13 +198,15 @@ def test_apply_needs_the_right_on_the_kind_it_writes(
         "create", "rolebinding", "pipeliner", "-n", namespace,
         "--role=pipelines-only", f"--serviceaccount={namespace}:pipeliner",
     )  # fmt: skip
-    token = kubectl.run("create", "token", "pipeliner", "-n", namespace).stdout.strip()
+    token = kubectl.run(
+        "create", "token", "pipeliner", "-n", namespace, "--audience", AUDIENCE
+    ).stdout.strip()
     pipeliner = {"Authorization": f"Bearer {token}"}
     connection = {
         "apiVersion": "dirigent.dev/v1alpha1",
         "kind": "Connection",
         "metadata": {"name": "api"},
-        "spec": {"type": "http", "settings": {"baseUrl": "http://example.invalid"}},
+        "spec": {"type": "http", "settings": {"url": "http://example.invalid"}},
     }
     base = f"{api_url}/api/v1/namespaces/{namespace}"
     with httpx.Client(base_url=base, timeout=30) as http:

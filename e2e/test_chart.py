@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from dirigent.engine.settings import EngineSettings
+from dirigent.blocks.kubernetes.settings import KubeSettings
+from dirigent.engine import EngineSettings
 from dirigent.operator.settings import OperatorSettings
 from e2e.gwt import Given
 from e2e.harness.binaries import REPO_ROOT
@@ -34,10 +35,11 @@ ALL_CRDS = [f"{p}.dirigent.dev" for p in DIRIGENT_CRDS]
 # Env the chart sets that are not EngineSettings: the operator's own settings, and the
 # API's bind address and port (`dirigent api` does not exist yet: these two are the chart's
 # proposal, docs/configure.md).
-PROCESS_ENV = {f"DIRIGENT_OPERATOR_{name.upper()}" for name in OperatorSettings.model_fields} | {
-    "DIRIGENT_API_HOST",
-    "DIRIGENT_API_PORT",
-}
+PROCESS_ENV = (
+    {f"DIRIGENT_OPERATOR_{name.upper()}" for name in OperatorSettings.model_fields}
+    | {f"DIRIGENT_KUBE_{name.upper()}" for name in KubeSettings.model_fields}  # docker.run's
+    | {"DIRIGENT_API_HOST", "DIRIGENT_API_PORT"}
+)
 EVERYTHING_ON = [
     "metrics.serviceMonitor.enabled=true",
     "metrics.prometheusRule.enabled=true",
@@ -180,8 +182,19 @@ def test_everything_on_renders_the_optional_parts(helm: Helm) -> None:
     assert {n["metadata"]["name"] for n in kinds["NetworkPolicy"]} == {
         "dirigent-operator", "dirigent-api", "dirigent-worker",
     }  # fmt: skip
+    # The release namespace is the default tenant; the execution namespaces are served too.
     worker_roles = {(r["metadata"]["namespace"], r["metadata"]["name"]) for r in kinds["Role"]}
-    assert worker_roles == {("jobs-a", "dirigent-worker"), ("jobs-b", "dirigent-worker")}
+    assert worker_roles == {
+        ("dirigent", "dirigent-worker"),
+        ("jobs-a", "dirigent-worker"),
+        ("jobs-b", "dirigent-worker"),
+    }
+    job_accounts = {
+        (a["metadata"]["namespace"], a.get("automountServiceAccountToken"))
+        for a in kinds["ServiceAccount"]
+        if a["metadata"]["name"] == "dirigent-job"
+    }
+    assert job_accounts == {("dirigent", False), ("jobs-a", False), ("jobs-b", False)}
 
 
 def test_crds_can_be_left_out_or_not_kept(helm: Helm) -> None:

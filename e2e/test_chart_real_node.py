@@ -1,10 +1,10 @@
 """The Helm chart for real: dirigent's own image runs on the real node, and runs a container.
 
 Given the project image built by ``make image`` and imported into the real node's
-containerd, an embedded PostgreSQL on the host's loopback and the harness's values
-(``e2e.harness.chartnode``), when ``helm install`` runs, then the migrate hook, the
-operator, the API and a worker run as real processes and become Ready through their own
-probes; a Pipeline applied with ``kubectl apply -f`` becomes Ready; a run started through
+containerd, an embedded PostgreSQL on the host's loopback (opened to the node's pods) and the
+harness's values (``e2e.harness.chartnode``), when ``helm install`` runs, then the migrate
+hook, the operator, the API and a worker run as real processes on the node's pod network
+and become Ready through their own probes; a second API replica runs beside the first; a Pipeline applied with ``kubectl apply -f`` becomes Ready; a run started through
 the API runs its ``docker.run`` step as a real container; ``kubectl get pipelines`` shows
 the run; ``helm uninstall`` keeps the CRDs, the Pipeline and the run history.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import ipaddress
 import re
 import uuid
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ import pytest
 import yaml
 
 from dirigent.api.client import Client
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine import EmbeddedPostgres
 from e2e.engine import EngineClient
 from e2e.harness import chartnode
 from e2e.harness.clusters import Cluster
@@ -33,6 +34,7 @@ from e2e.harness.processes import wait_until
 from e2e.harness.realnode import RealNode
 from e2e.helm import CHART, Helm
 from e2e.kubectl import Kubectl
+from tests.support.waiting import WaitTimedOut, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -89,7 +91,6 @@ class Install:
     helm: Helm
     namespace: str
     release: str
-    ports: chartnode.Ports
 
     @property
     def fullname(self) -> str:
@@ -107,14 +108,73 @@ def _helm_install(install: Install, values: Path) -> None:
     assert migrate["status"].get("succeeded") == 1
 
 
-def _the_processes_are_real_containers(install: Install, node_name: str) -> None:
+def _the_processes_are_real_containers(install: Install, node: RealNode) -> None:
+    cidr = ipaddress.ip_network(node.network.cidr)
     for component in chartnode.COMPONENTS:
         [pod] = _pods(install.kubectl, install.namespace, component)
-        assert pod["spec"]["nodeName"] == node_name, component
+        assert pod["spec"]["nodeName"] == node.node_name, component
+        assert not pod["spec"].get("hostNetwork"), component
+        assert ipaddress.ip_address(pod["status"]["podIP"]) in cidr, pod["status"]["podIP"]
         [status] = pod["status"]["containerStatuses"]
         assert status["ready"] and status["containerID"].startswith("containerd://")
         assert status["restartCount"] == 0, (component, status)
         print(f"pod start {component}: {pod_start_seconds(pod)}")
+
+
+def _a_second_api_replica_runs_beside_the_first(install: Install) -> None:
+    """Same containerPort, same node: on the host network the second would stay Pending."""
+    kubectl, namespace = install.kubectl, install.namespace
+    deployment = f"{install.fullname}-api"
+    kubectl.run("scale", "deployment", deployment, "-n", namespace, "--replicas=2")
+    kubectl.run("rollout", "status", "deployment", deployment, "-n", namespace, "--timeout=120s")
+    pods = _pods(kubectl, namespace, "api")
+    assert len(pods) == 2 and len({p["status"]["podIP"] for p in pods}) == 2, pods
+    assert all(p["status"]["containerStatuses"][0]["ready"] for p in pods)
+    kubectl.run("scale", "deployment", deployment, "-n", namespace, "--replicas=1")
+    kubectl.run("rollout", "status", "deployment", deployment, "-n", namespace, "--timeout=120s")
+
+
+def _two_of_each_are_ready_and_the_leader_hands_over(install: Install, values: Path) -> None:
+    """Two operators, two APIs, two workers, all Ready by their real probes (a standby
+    operator that opened no port was killed by its liveness probe); a ``helm upgrade`` of a
+    changed value completes (it never did: maxUnavailable 0 waited on a standby that never
+    became Ready); deleting the leader's pod hands the Lease over within 30 s."""
+    kubectl, namespace = install.kubectl, install.namespace
+    upgraded = install.helm.run(
+        "upgrade", install.release, str(CHART), "-n", namespace, "-f", str(values),
+        "--set", "operator.replicas=2", "--set", "api.replicas=2", "--set", "worker.replicas=2",
+        "--set", "settings.stuckRun=2h", "--wait", "--timeout", "300s", check=False,
+    )  # fmt: skip
+    assert upgraded.returncode == 0, upgraded.stderr + _pod_logs(kubectl, namespace)
+    for component in ("operator", "api", "worker"):
+
+        def two_ready(component: str = component) -> bool:
+            # The rollout's old pods linger while they terminate: count the live ones.
+            live = [p for p in _pods(kubectl, namespace, component)
+                    if not p["metadata"].get("deletionTimestamp")]  # fmt: skip
+            statuses = [c for p in live for c in p["status"].get("containerStatuses") or []]
+            return len(live) == 2 and len(statuses) == 2 and all(c["ready"] for c in statuses)
+
+        wait_until(two_ready, what=f"two {component} pods Ready by their probes", timeout=120)
+
+    def holder() -> str:
+        lease = kubectl.json("get", "lease", f"{install.fullname}-operator", "-n", namespace)
+        return str(lease["spec"].get("holderIdentity") or "")
+
+    def live_operators() -> set[str]:
+        return {p["metadata"]["name"] for p in _pods(kubectl, namespace, "operator")
+                if not p["metadata"].get("deletionTimestamp")}  # fmt: skip
+
+    # Right after the rollout the Lease may still name a replaced pod (released or expiring).
+    wait_until(lambda: holder() in live_operators(), what="a live operator leading", timeout=60)
+    leader = holder()
+    others = live_operators() - {leader}
+    kubectl.run("delete", "pod", leader, "-n", namespace, "--wait=false")
+    wait_until(
+        lambda: holder() in others,
+        what="the standby operator holding the Lease",
+        timeout=30,
+    )
 
 
 def _helm_test_passes(install: Install) -> None:
@@ -154,7 +214,7 @@ def _a_pipeline_runs_a_real_container(
 
     wait_until(ready, what="the Pipeline Ready", timeout=60)
     token = chartnode.admin_token(kubectl, namespace)
-    url = f"http://127.0.0.1:{install.ports.api}"
+    url = chartnode.api_url(kubectl, namespace, install.release)
     run_id, state = asyncio.run(_run_through_the_api(url, token, namespace))
     assert state == "succeeded", state
 
@@ -170,6 +230,59 @@ def _a_pipeline_runs_a_real_container(
     return engine, run_id
 
 
+NETWORKED = """
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: reach-the-api, namespace: {ns}}}
+spec:
+  steps:
+{steps}
+"""
+# The policy agent programs a new NetworkPolicy within a second or two of the Job's creation;
+# the dial waits past that, so what it proves is the policy in force (docs/security.md says
+# a pod's very first instants may precede it).
+DIAL = (
+    "import socket, time; time.sleep(5); "
+    "socket.create_connection(('{host}', {port}), timeout=3); print('reached')"
+)
+
+
+def _a_tenant_namespace_runs_jobs_without_hand_made_rbac_and_without_network(
+    install: Install, tenant: str, engine: EngineClient
+) -> None:
+    """A Pipeline in a tenant namespace the chart serves (no Role made by hand) runs its
+    docker.run steps there; the pod of a step that did not ask for network cannot reach the
+    dirigent API (the Job's default-deny NetworkPolicy, enforced on the real node), the pod
+    of a step with ``network: true`` can."""
+    kubectl, namespace = install.kubectl, install.namespace
+    url = chartnode.api_url(kubectl, namespace, install.release)
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    program = DIAL.format(host=host, port=port)
+    steps = "".join(
+        f"    {name}:\n      block: docker.run\n      poll: 500ms\n      config:\n"
+        f"        image: {BASE_IMAGE}\n        imagePullPolicy: Never\n{extra}"
+        f'        command: [python3, -c, "{program}"]\n'
+        for name, extra in (("closed", ""), ("open", "        network: true\n"))
+    )
+    kubectl.run("apply", "-f", "-", stdin=NETWORKED.format(ns=tenant, steps=steps))
+
+    def ready() -> bool:
+        found = kubectl.json("get", "pipeline", "reach-the-api", "-n", tenant)
+        conditions = found.get("status", {}).get("conditions") or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    wait_until(ready, what="the tenant's Pipeline Ready", timeout=60)
+    token = chartnode.admin_token(kubectl, namespace, name="dirigent-tenant-check")
+    run_id, state = asyncio.run(_run_through_the_api(url, token, tenant, "reach-the-api"))
+    assert state == "failed", state  # the closed step failed; the open one did not
+    jobs = kubectl.json("get", "jobs", "-n", tenant, "-l", f"dirigent.dev/run={run_id}")
+    assert len(jobs["items"]) == 2  # both ran in the tenant's namespace
+    [closed] = engine.attempts(tenant, run_id, "closed")
+    [opened] = engine.attempts(tenant, run_id, "open")
+    assert (closed.status, opened.status) == ("failed", "succeeded"), (closed, opened)
+    assert opened.output["log_tail"].strip() == "reached"
+
+
 def _kubectl_get_pipelines_shows_the_run(install: Install) -> None:
     kubectl, namespace = install.kubectl, install.namespace
 
@@ -179,7 +292,7 @@ def _kubectl_get_pipelines_shows_the_run(install: Install) -> None:
 
     try:
         wait_until(listed, what="kubectl get pipelines showing the run", timeout=60)
-    except TimeoutError:
+    except WaitTimedOut:
         table = kubectl.run("get", "pipelines", "-n", namespace, "-o", "yaml").stdout
         raise AssertionError(table + _pod_logs(kubectl, namespace)) from None
 
@@ -201,7 +314,8 @@ def _clean_up(install: Install) -> None:
     # No operator is left to remove its finalizer; the namespace must be deletable.
     kubectl.run("patch", "pipeline", "hello-container", "-n", namespace, "--type=merge",
                 "-p", '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
-    kubectl.run("delete", "clusterrolebinding", f"{namespace}-dirigent-demo", check=False)
+    for account in ("dirigent-demo", "dirigent-tenant-check"):
+        kubectl.run("delete", "clusterrolebinding", f"{namespace}-{account}", check=False)
     kubectl.run("delete", "clusterrole,clusterrolebinding", "-l",
                 f"app.kubernetes.io/instance={release}", "--wait=false", check=False)  # fmt: skip
 
@@ -218,28 +332,40 @@ def test_helm_install_runs_dirigent_and_a_real_container(
     image = chartnode.build_project_image()
     chartnode.load_project_image(real_node, image)
     key = chartnode.new_secret_key()
-    kubectl.run("apply", "-f", "-", stdin=chartnode.secrets_manifest(namespace, postgres.url, key))
+    database_url = chartnode.pod_database_url(real_node, postgres.url)
+    kubectl.run("apply", "-f", "-", stdin=chartnode.secrets_manifest(namespace, database_url, key))
     install = Install(
         kubectl=kubectl,
         helm=Helm(kubeconfig=cluster.kubeconfig),
         namespace=namespace,
         release=f"r{uuid.uuid4().hex[:6]}",
-        ports=chartnode.Ports(),
     )
     chartnode.adopt_crds(kubectl, install.release, namespace)
+    tenant = f"{namespace}-c"  # a team's namespace: the chart serves it, nobody made RBAC there
+    kubectl.run("create", "namespace", tenant)
+    chart_values = chartnode.values(image, install.release)
+    chart_values["tenants"] = {"namespaces": [namespace, tenant]}
     values = tmp_path / "values.yaml"
-    values.write_text(yaml.safe_dump(chartnode.values(image, cluster.kubeconfig, install.ports)))
+    values.write_text(yaml.safe_dump(chart_values))
     try:
         _helm_install(install, values)
-        _the_processes_are_real_containers(install, real_node.node_name)
+        _the_processes_are_real_containers(install, real_node)
+        _a_second_api_replica_runs_beside_the_first(install)
+        _two_of_each_are_ready_and_the_leader_hands_over(install, values)
         _helm_test_passes(install)
         engine, run_id = _a_pipeline_runs_a_real_container(
             install, postgres, key, real_node.node_name
         )
         _kubectl_get_pipelines_shows_the_run(install)
+        _a_tenant_namespace_runs_jobs_without_hand_made_rbac_and_without_network(
+            install, tenant, engine
+        )
         _uninstall_keeps_crds_and_history(install, engine, run_id)
     finally:
         _clean_up(install)
+        kubectl.run("patch", "pipeline", "reach-the-api", "-n", tenant, "--type=merge",
+                    "-p", '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
+        kubectl.run("delete", "namespace", tenant, "--wait=false", check=False)
 
 
 def _pod_logs(kubectl: Kubectl, namespace: str) -> str:
@@ -252,13 +378,16 @@ def _pod_logs(kubectl: Kubectl, namespace: str) -> str:
     return "\n".join(out)
 
 
-async def _run_through_the_api(url: str, token: str, namespace: str) -> tuple[int, str]:
+async def _run_through_the_api(
+    url: str, token: str, namespace: str, pipeline: str = "hello-container"
+) -> tuple[int, str]:
     async with Client(url, token) as api:
-        created = await api.run(namespace, "hello-container")
-        deadline = asyncio.get_running_loop().time() + 180
-        while True:
-            run = await api.get_run(namespace, created.run_id)
-            if run.status in ("succeeded", "failed", "cancelled", "completed_with_errors"):
-                return created.run_id, run.status
-            assert asyncio.get_running_loop().time() < deadline, run
-            await asyncio.sleep(0.2)
+        created = await api.run(namespace, pipeline)
+        run = await eventually(
+            lambda: api.get_run(namespace, created.run_id),
+            lambda r: r.status in ("succeeded", "failed", "cancelled", "completed_with_errors"),
+            timeout=180,
+            every=0.2,
+            what=f"run {created.run_id} finished",
+        )
+        return created.run_id, run.status

@@ -14,20 +14,20 @@ import datetime as dt
 import json
 import signal
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dirigent.engine.manifests import parse_manifest
-from dirigent.engine.problems import ProblemsError
+from dirigent.engine.shapes.manifests import parse_manifest
+from dirigent.engine.shapes.problems import ProblemsError
 from e2e.harness.clusters import Cluster
 from e2e.harness.kwok import EXIT_CODE_ANNOTATION
 from e2e.kubectl import Kubectl
-from tests.conftest import database_factory, db_url, make_database, pg_server, pg_template
-from tests.integration.engine.conftest import processes
-from tests.integration.engine.harness import Harness, harness, spawn_worker
+from tests.support.harness import Harness, harness, processes, spawn_worker
+from tests.support.postgres import database_factory, db_url, make_database, pg_server, pg_template
+from tests.support.waiting import WaitTimedOut, eventually, throughout
 
 pytestmark = pytest.mark.e2e
 __all__ = [
@@ -46,10 +46,18 @@ PENDING_FOREVER = {"requests": {"cpu": "1000"}}  # more than any kwok node offer
 
 @pytest.fixture
 async def h(
-    db_url: str, tmp_path: Path, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+    db_url: str,
+    tmp_path: Path,
+    cluster: Cluster,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Harness]:
     monkeypatch.setenv("DIRIGENT_KUBE_KUBECONFIG", str(cluster.kubeconfig))
     monkeypatch.setenv("DIRIGENT_SECRET_KEY", "0" * 64)  # seals the connection's secret
+    # The installation lets the harness's pipelines (namespace "default") run their Jobs in
+    # this test's fresh namespace, as a step names it.
+    placement = {"default": {"namespaces": [namespace]}}
+    monkeypatch.setenv("DIRIGENT_KUBE_PLACEMENT", json.dumps(placement))
     async with harness(db_url, tmp_path / "artifacts", unsafe=("docker.run",)) as found:
         yield found
 
@@ -76,18 +84,18 @@ def jobs(kubectl: Kubectl, namespace: str, run_id: int) -> list[dict[str, Any]]:
     return items
 
 
-async def until(check: Any, what: str, timeout: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await asyncio.to_thread(check):
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
+async def until(check: Callable[[], object], what: str, timeout: float = 30.0) -> None:
+    """``check`` (it runs kubectl: blocking, so in a thread) until it is true."""
+    await eventually(lambda: asyncio.to_thread(check), what=what, timeout=timeout, every=0.1)
 
 
 async def until_waiting(h: Harness, run_id: int) -> None:
-    deadline = asyncio.get_running_loop().time() + 30
-    while not any(a["status"] == "waiting" for a in await h.attempts(run_id, "job")):
-        assert asyncio.get_running_loop().time() < deadline, await h.attempts(run_id)
-        await asyncio.sleep(0.05)
+    await eventually(
+        lambda: h.attempts(run_id),
+        lambda rows: any(a["step"] == "job" and a["status"] == "waiting" for a in rows),
+        timeout=30,
+        what=f"run {run_id}'s job attempt waiting",
+    )
 
 
 async def test_a_job_runs_to_success_with_a_restricted_spec(
@@ -96,7 +104,7 @@ async def test_a_job_runs_to_success_with_a_restricted_spec(
     await h.apply(docker_pipeline("ok", namespace, env={"GREETING": "hi"}))
     run_id = await start(h, "ok")
     async with h.workers(1, **FAST):
-        assert await h.until_settled(run_id, timeout=60) == "succeeded"
+        assert await h.until_finished(run_id, timeout=60) == "succeeded"
     [attempt] = await h.attempts(run_id, "job")
     out = attempt["output"]
     assert out["exit_code"] == 0
@@ -113,10 +121,21 @@ async def test_a_job_runs_to_success_with_a_restricted_spec(
     assert "activeDeadlineSeconds" not in spec  # the step sets no timeout and no deadline
     pod = spec["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False
+    assert pod["enableServiceLinks"] is False
     container = pod["containers"][0]
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert container["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+    assert [v["name"] for v in pod["volumes"] if "emptyDir" in v] == ["tmp"]
+    assert container["resources"] == {
+        "requests": {"cpu": "100m", "memory": "128Mi"},
+        "limits": {"cpu": "1", "memory": "512Mi"},
+    }
     assert container["env"] == [{"name": "GREETING", "value": "hi"}]
+    assert job["metadata"]["labels"]["dirigent.dev/installation"] == ""
 
 
 async def test_a_failing_exit_code_fails_the_step_with_that_code(
@@ -125,7 +144,7 @@ async def test_a_failing_exit_code_fails_the_step_with_that_code(
     await h.apply(docker_pipeline("bad", namespace, annotations={EXIT_CODE_ANNOTATION: "3"}))
     run_id = await start(h, "bad")
     async with h.workers(1, **FAST):
-        assert await h.until_settled(run_id, timeout=60) == "failed"
+        assert await h.until_finished(run_id, timeout=60) == "failed"
     [attempt] = await h.attempts(run_id, "job")
     assert attempt["error_code"] == "engine.remote.failed"
     assert "exit code 3" in attempt["error_message"]
@@ -144,7 +163,7 @@ async def test_the_step_timeout_is_the_jobs_active_deadline_and_kubernetes_keeps
         await until_waiting(h, run_id)
         [job] = jobs(kubectl, namespace, run_id)
         assert job["spec"]["activeDeadlineSeconds"] == 3
-        assert await h.until_settled(run_id, timeout=60) == "failed"
+        assert await h.until_finished(run_id, timeout=60) == "failed"
     [attempt] = await h.attempts(run_id, "job")
     assert attempt["error_code"] == "engine.remote.failed"
     assert "DeadlineExceeded" in attempt["error_message"]
@@ -170,7 +189,7 @@ async def apply_connection(h: Harness) -> None:
     }
     manifest, problems = parse_manifest(doc)
     assert manifest is not None, problems
-    await h.engine.apply(manifest, h.namespace, secret_values={"token": SECRET})
+    await h.engine.manifests.apply(manifest, h.namespace, secret_values={"token": SECRET})
 
 
 def secret_of(kubectl: Kubectl, namespace: str, name: str) -> dict[str, Any] | None:
@@ -217,7 +236,7 @@ async def test_connection_values_reach_the_pod_through_a_secret_the_job_owns(
         assert base64.b64decode(secret["data"]["API_URL"]).decode() == "https://warehouse.invalid"
         [owner] = secret["metadata"]["ownerReferences"]
         assert (owner["kind"], owner["name"], owner["uid"]) == ("Job", name, job["metadata"]["uid"])
-        told = await h.engine.cancel_run(h.namespace, run_id, reason="test")
+        told = await h.engine.runs.cancel(h.namespace, run_id, reason="test")
     assert told == 1
     await until(lambda: not jobs(kubectl, namespace, run_id), "the Job to be deleted")
     await until(lambda: secret_of(kubectl, namespace, name) is None, "the Secret to be deleted")
@@ -246,7 +265,7 @@ async def test_the_garbage_collector_deletes_the_secret_with_its_job(
         # the Secret goes with it, though nobody deleted it by name.
         kubectl.run("delete", "job", name, "-n", namespace, "--cascade=background", "--wait=false")
         await until(lambda: secret_of(kubectl, namespace, name) is None, "the collector", 60)
-        await h.engine.cancel_run(h.namespace, run_id, reason="test")
+        await h.engine.runs.cancel(h.namespace, run_id, reason="test")
 
 
 async def test_cancelling_the_run_deletes_the_job(
@@ -263,7 +282,7 @@ async def cancel_while_waiting(h: Harness, kubectl: Kubectl, namespace: str, nam
     async with h.workers(1, **FAST):
         await until_waiting(h, run_id)
         assert len(jobs(kubectl, namespace, run_id)) == 1
-        told = await h.engine.cancel_run(h.namespace, run_id, reason="test")
+        told = await h.engine.runs.cancel(h.namespace, run_id, reason="test")
     assert told == 1
     await until(lambda: not jobs(kubectl, namespace, run_id), "the Job to be deleted")
     return run_id
@@ -278,7 +297,7 @@ async def test_a_job_deleted_behind_the_engines_back_ends_as_lost(
         await until_waiting(h, run_id)
         [job] = jobs(kubectl, namespace, run_id)
         kubectl.run("delete", "job", job["metadata"]["name"], "-n", namespace, "--wait=false")
-        assert await h.until_settled(run_id, timeout=60) == "failed"
+        assert await h.until_finished(run_id, timeout=60) == "failed"
     [attempt] = await h.attempts(run_id, "job")
     assert attempt["error_code"] == "engine.remote.gone"
 
@@ -296,7 +315,7 @@ async def test_an_execute_replayed_after_a_crash_finds_its_job_instead_of_making
     kubectl.run("label", "job", name, "-n", namespace, f"dirigent.dev/attempt={attempt['id']}")
     kubectl.run("label", "job", name, "-n", namespace, f"dirigent.dev/run={run_id}")
     async with h.workers(1, **FAST):
-        assert await h.until_settled(run_id, timeout=60) == "succeeded"
+        assert await h.until_finished(run_id, timeout=60) == "succeeded"
     assert [j["metadata"]["name"] for j in jobs(kubectl, namespace, run_id)] == [name]
     logs = " ".join(line["message"] for line in await h.logs(run_id))
     assert "from an earlier try of this attempt" in logs
@@ -324,7 +343,7 @@ async def test_a_worker_sigkilled_after_creating_the_job_does_not_create_a_secon
     processes.append(victim)
     try:
         await until(lambda: bool(jobs(kubectl, namespace, run_id)), "the first Job", timeout=180)
-    except AssertionError:
+    except WaitTimedOut:
         victim.kill()
         _, err = victim.communicate()
         raise AssertionError(f"{await h.attempts(run_id)}\n{err.decode()[-3000:]}") from None
@@ -334,10 +353,13 @@ async def test_a_worker_sigkilled_after_creating_the_job_does_not_create_a_secon
     # The survivor recovers the attempt (replaying execute, or probing the parked handle);
     # either way it reaches the Job and probes it.
     await until_waiting(h, run_id)
-    deadline = asyncio.get_running_loop().time() + 5
-    while asyncio.get_running_loop().time() < deadline:
-        assert len(jobs(kubectl, namespace, run_id)) == 1
-        await asyncio.sleep(0.5)
+    await throughout(
+        lambda: jobs(kubectl, namespace, run_id),
+        lambda found: len(found) == 1,
+        duration=5,
+        every=0.5,
+        what=f"one Job for run {run_id} while the survivor recovers it",
+    )
     # One attempt, still holding its one Job: parked, or claimed for a probe at this instant.
     [attempt] = await h.attempts(run_id, "job")
     assert attempt["status"] in ("waiting", "running")
@@ -354,6 +376,7 @@ metadata: {{name: jobs, namespace: {ns}}}
 rules:
 - {{apiGroups: [batch], resources: [jobs], verbs: [create, get, delete]}}
 - {{apiGroups: [""], resources: [pods, pods/log], verbs: [get, list]}}
+- {{apiGroups: [networking.k8s.io], resources: [networkpolicies], verbs: [create, patch, delete]}}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -409,13 +432,11 @@ async def test_an_api_error_during_probe_does_not_create_a_second_job(
 
 
 async def until_row(h: Harness, run_id: int, check: Any, what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + 60
-    while True:
-        [attempt] = await h.attempts(run_id, "job")
-        if check(attempt):
-            return
-        assert asyncio.get_running_loop().time() < deadline, f"no {what}: {attempt}"
-        await asyncio.sleep(0.1)
+    async def attempt() -> dict[str, Any]:
+        [found] = await h.attempts(run_id, "job")
+        return found
+
+    await eventually(attempt, check, timeout=60, every=0.1, what=what)
 
 
 UNREACHABLE = {
@@ -444,7 +465,7 @@ async def apply_cluster(
     }
     manifest, problems = parse_manifest(doc)
     assert manifest is not None, problems
-    await h.engine.apply(manifest, h.namespace, secret_values=secrets)
+    await h.engine.manifests.apply(manifest, h.namespace, secret_values=secrets)
 
 
 def by_token(kubectl: Kubectl, namespace: str) -> tuple[dict[str, Any], dict[str, str]]:
@@ -477,7 +498,7 @@ async def test_a_kubernetes_connection_is_the_cluster_the_job_runs_in(
     await h.apply(docker_pipeline("there", namespace, cluster="elsewhere"))
     run_id = await start(h, "there")
     async with h.workers(1, **FAST):
-        assert await h.until_settled(run_id, timeout=60) == "succeeded"
+        assert await h.until_finished(run_id, timeout=60) == "succeeded"
     [attempt] = await h.attempts(run_id, "job")
     [job] = jobs(kubectl, namespace, run_id)
     assert job["metadata"]["name"] == attempt["output"]["job"]

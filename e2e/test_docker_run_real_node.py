@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,9 @@ from e2e.harness.clusters import Cluster
 from e2e.harness.images import BASE_IMAGE
 from e2e.harness.realnode import RealNode, placement
 from e2e.kubectl import Kubectl
-from tests.conftest import database_factory, db_url, make_database, pg_server, pg_template
-from tests.integration.engine.harness import Harness, harness
-from tests.waiting import eventually
+from tests.support.harness import Harness, harness
+from tests.support.postgres import database_factory, db_url, make_database, pg_server, pg_template
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 __all__ = ["database_factory", "db_url", "make_database", "pg_server", "pg_template"]
@@ -41,10 +41,15 @@ async def h(
     db_url: str,
     tmp_path: Path,
     cluster: Cluster,
+    namespace: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Harness]:
     monkeypatch.setenv("DIRIGENT_KUBE_KUBECONFIG", str(cluster.kubeconfig))
     monkeypatch.setenv("DIRIGENT_KUBE_POD_DEFAULTS", json.dumps(placement()))
+    # The harness's pipelines (namespace "default") may run Jobs in this test's namespace.
+    monkeypatch.setenv(
+        "DIRIGENT_KUBE_PLACEMENT", json.dumps({"default": {"namespaces": [namespace]}})
+    )
     async with harness(db_url, tmp_path / "artifacts", unsafe=("docker.run",)) as found:
         yield found
 
@@ -91,11 +96,9 @@ def printed(kubectl: Kubectl, namespace: str, run_id: int) -> bool:
     return logs is not None and logs.stdout == "started\n"
 
 
-async def until(check: Any, what: str, timeout: float = 60.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await asyncio.to_thread(check):
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
+async def until(check: Callable[[], object], what: str, timeout: float = 60.0) -> None:
+    """``check`` (it runs kubectl: blocking, so in a thread) until it is true."""
+    await eventually(lambda: asyncio.to_thread(check), what=what, timeout=timeout, every=0.1)
 
 
 async def test_a_python_step_runs_in_a_real_container_and_its_log_is_the_output(
@@ -106,7 +109,7 @@ async def test_a_python_step_runs_in_a_real_container_and_its_log_is_the_output(
     await h.apply(python_step("hello", namespace, script, logTail=1024))
     run_id = (await h.run("hello")).run_id
     async with h.workers(1, **FAST):
-        assert await h.until_settled(run_id, timeout=180) == "succeeded", await h.attempts(run_id)
+        assert await h.until_finished(run_id, timeout=180) == "succeeded", await h.attempts(run_id)
     [attempt] = await h.attempts(run_id, "job")
     out = attempt["output"]
     whole = "".join(f"line {i:03d} sum {sum(range(i))}\n" for i in range(300))
@@ -126,7 +129,7 @@ async def test_exit_code_3_fails_the_step_with_the_code_and_the_last_lines(
     await h.apply(python_step("bad", namespace, script))
     run_id = (await h.run("bad")).run_id
     async with h.workers(1, **FAST):
-        assert await h.until_settled(run_id, timeout=180) == "failed"
+        assert await h.until_finished(run_id, timeout=180) == "failed"
     [attempt] = await h.attempts(run_id, "job")
     message = attempt["error_message"]
     assert attempt["error_code"] == "engine.remote.failed", attempt
@@ -146,7 +149,7 @@ async def test_a_step_over_its_memory_limit_ends_oom_killed(h: Harness, namespac
     await h.apply(python_step("hog", namespace, script, resources=limits))
     run_id = (await h.run("hog")).run_id
     async with h.workers(1, **FAST):
-        assert await h.until_settled(run_id, timeout=180) == "failed"
+        assert await h.until_finished(run_id, timeout=180) == "failed"
     [attempt] = await h.attempts(run_id, "job")
     message = attempt["error_message"]
     assert "OOMKilled, exit code 137" in message, message
@@ -170,7 +173,7 @@ async def test_cancelling_the_run_deletes_the_job_and_stops_the_container(
             return any(a["handle"] is not None for a in await h.attempts(run_id))
 
         await eventually(handle_held, timeout=30, what="the Job's handle to be committed")
-        assert await h.engine.cancel_run(h.namespace, run_id, reason="test") == 1
+        assert await h.engine.runs.cancel(h.namespace, run_id, reason="test") == 1
         await until(lambda: not jobs(kubectl, namespace, run_id), "the Job to be deleted")
         await until(lambda: pod not in real_node.running_pods(), "the container to stop")
     assert await h.status(run_id) == "cancelled"
@@ -184,14 +187,14 @@ async def test_a_step_past_its_deadline_ends_through_active_deadline_seconds(
     run_id = (await h.run("slow")).run_id
     async with h.workers(1, **FAST):
         await until(lambda: printed(kubectl, namespace, run_id), "'started'", timeout=180)
-        assert await h.until_settled(run_id, timeout=120) == "failed"
+        assert await h.until_finished(run_id, timeout=120) == "failed"
     [attempt] = await h.attempts(run_id, "job")
     assert "DeadlineExceeded" in attempt["error_message"], attempt
     [job] = jobs(kubectl, namespace, run_id)
     assert job["spec"]["activeDeadlineSeconds"] == 5
 
     def failed_at_deadline() -> bool:
-        # The block settles on FailureTarget; the Job controller sets Failed once the pod
+        # The block finishes on FailureTarget; the Job controller sets Failed once the pod
         # has stopped.
         [found] = jobs(kubectl, namespace, run_id)
         conditions = found["status"].get("conditions") or []

@@ -8,21 +8,29 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from e2e.harness.binaries import REPO_ROOT
 from e2e.harness.cleanup import delete_dirigent_webhook_configurations
-from e2e.harness.clusters import Cluster, choose_origin, provide_cluster
+from e2e.harness.clusters import (
+    KIND_CLUSTER_NAME,
+    Cluster,
+    choose_origin,
+    docker_answers,
+    provide_cluster,
+)
 from e2e.harness.processes import free_port
 from e2e.kubectl import Kubectl
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -37,16 +45,70 @@ def test_cluster_choice_follows_the_documented_order() -> None:
     assert choose_origin({"DIRIGENT_E2E_KUBECONFIG": ""}, docker=lambda: False) == "local"
 
 
-def test_kind_branch_names_the_missing_package(tmp_path: Path) -> None:
-    try:
-        import pytest_kind  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("pytest-kind is installed; the kind branch would really start kind")
+def test_kind_branch_names_the_missing_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pytest-kind made unimportable (a None entry in sys.modules stops the import), so this
+    # runs whether or not it is installed here.
+    monkeypatch.setitem(sys.modules, "pytest_kind", None)
     cm = provide_cluster(tmp_path, {}, docker=lambda: True)
     with pytest.raises(RuntimeError, match=r"pytest-kind is not installed"):
         cm.__enter__()
+
+
+def _why_docker_does_not_answer() -> str:
+    """The first line of what `docker info` says (or why it could not be run)."""
+    if shutil.which("docker") is None:
+        return "no docker CLI on PATH"
+    try:
+        done = subprocess.run(["docker", "info"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"`docker info` could not run: {err}"
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return lines[0] if lines else f"`docker info` exited {done.returncode}"
+
+
+def _nodes_ready(kubeconfig: Path) -> list[str]:
+    nodes = Kubectl(kubeconfig).json("get", "nodes")["items"]
+    return [
+        n["metadata"]["name"]
+        for n in nodes
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])
+    ]
+
+
+@pytest.mark.timeout(1200)  # a cold `kind create cluster` pulls its node image
+def test_the_kind_branch_starts_a_cluster_where_a_docker_engine_answers(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Where Docker answers, the kind branch really runs: the session's own cluster when it
+    came from kind, else one this test starts (and deletes) itself. Elsewhere it is not
+    applicable, and its skip says so and why."""
+    if not docker_answers():
+        pytest.skip(
+            "not applicable here: no Docker engine answers `docker info` "
+            f"({_why_docker_does_not_answer()}), so the kind branch cannot start a cluster"
+        )
+    cluster: Cluster = request.getfixturevalue("cluster")
+    if cluster.origin == "kind" or _current_context(cluster.kubeconfig) == KIND_CONTEXT:
+        # The session runs on the kind branch (or on its cluster): check that one, and never
+        # start a second copy of it under the same name (its end would delete the session's).
+        assert _nodes_ready(cluster.kubeconfig), "the session's kind cluster has no Ready node"
+        return
+    with provide_cluster(tmp_path, {}, docker=lambda: True) as kind:
+        assert kind.origin == "kind"
+        ready = wait_until(
+            lambda: _nodes_ready(kind.kubeconfig), timeout=300, every=2, what="a Ready kind node"
+        )
+        assert ready
+
+
+KIND_CONTEXT = f"kind-{KIND_CLUSTER_NAME}"  # the context name kind writes for the cluster
+
+
+def _current_context(kubeconfig: Path) -> str | None:
+    context = yaml.safe_load(kubeconfig.read_text()).get("current-context")
+    return str(context) if context else None
 
 
 def _webhook_config(kind: str, name: str, port: int, namespace: str, policy: str) -> dict[str, Any]:
@@ -124,12 +186,13 @@ def test_leftover_dirigent_webhooks_are_removed(
     kubectl: Kubectl, kube_api: Any, namespace: str, leftover_webhooks: dict[str, str]
 ) -> None:
     # Given: a dead operator's webhook refuses requests it matches (this is why cleanup exists).
-    deadline = time.monotonic() + 20
-    while not (refused := _create_configmap(kubectl, namespace, "before-cleanup")):
-        # The apiserver may not have loaded the new configuration yet.
-        kubectl.run("delete", "configmap", "before-cleanup", "-n", namespace)
-        assert time.monotonic() < deadline, "the leftover webhook never started refusing"
-        time.sleep(0.5)
+    def refusal() -> str:
+        refused = _create_configmap(kubectl, namespace, "before-cleanup")
+        if not refused:  # the apiserver may not have loaded the new configuration yet
+            kubectl.run("delete", "configmap", "before-cleanup", "-n", namespace)
+        return refused
+
+    refused = wait_until(refusal, timeout=20, every=0.5, what="the leftover webhook refusing")
     assert "trap.dirigent.dev" in refused, refused
 
     # When: the harness cleans up.
@@ -140,10 +203,13 @@ def test_leftover_dirigent_webhooks_are_removed(
     assert f"MutatingWebhookConfiguration/{leftover_webhooks['mutating']}" in deleted
     assert not any(leftover_webhooks["foreign"] in d for d in deleted)
     kubectl.run("get", "validatingwebhookconfiguration", leftover_webhooks["foreign"])
-    deadline = time.monotonic() + 20
-    while refused := _create_configmap(kubectl, namespace, "after-cleanup"):
-        assert time.monotonic() < deadline, f"still refused after cleanup: {refused}"
-        time.sleep(0.5)
+    wait_until(
+        lambda: _create_configmap(kubectl, namespace, "after-cleanup"),
+        lambda refused: not refused,
+        timeout=20,
+        every=0.5,
+        what="a configmap created once the webhooks are gone (the last value: the refusal)",
+    )
 
 
 def _pids_alive(pids: list[int]) -> list[int]:

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from dirigent.engine.store.database import create_database, current_revision, head_revision
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine import EmbeddedPostgres, Engine
 from e2e.harness.binaries import REPO_ROOT
+from tests.support.postgres import create_database, schema_revision
 
 # `machine`: podman's image store is one per machine (test_chart_real_node builds there too).
 pytestmark = [pytest.mark.e2e, pytest.mark.machine]
@@ -96,16 +96,15 @@ def test_version(image: str) -> None:
 
 
 def test_migrate_against_postgres_on_loopback(image: str, postgres: EmbeddedPostgres) -> None:
-    asyncio.run(create_database(postgres.url, "image_migrate"))
-    url = postgres.url_for("image_migrate")
-    assert asyncio.run(current_revision(url)) is None
+    url = asyncio.run(create_database(postgres, "image_migrate"))
+    assert asyncio.run(schema_revision(url)) is None
 
     first = podman(
         "run", "--rm", "--network", "host", "-e", f"DIRIGENT_DATABASE_URL={url}", image, "migrate"
     )
     assert first.returncode == 0, first.stderr
-    assert f"-> {head_revision()}" in first.stdout
-    assert asyncio.run(current_revision(url)) == head_revision()
+    assert f"-> {Engine.schema_head()}" in first.stdout
+    assert asyncio.run(schema_revision(url)) == Engine.schema_head()
 
     again = podman(
         "run", "--rm", "--network", "host", "-e", f"DIRIGENT_DATABASE_URL={url}", image, "migrate"

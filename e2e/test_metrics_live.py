@@ -41,8 +41,7 @@ import pytest
 import yaml
 
 from dirigent.api.client import Client
-from dirigent.engine.store.database import create_database, upgrade_async
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine import EmbeddedPostgres
 from e2e.harness import processes
 from e2e.harness.binaries import REPO_ROOT
 from e2e.harness.clusters import Cluster
@@ -50,6 +49,7 @@ from e2e.harness.processes import Process, wait_until
 from e2e.harness.system import DIRIGENT, install_crds
 from e2e.kubectl import Kubectl
 from hack.ship import alerts, dashboards
+from tests.support.postgres import migrated_database
 
 pytestmark = pytest.mark.e2e
 
@@ -147,10 +147,7 @@ def _alert_receiver() -> Iterator[Receiver]:
 def _database(base: Path) -> Iterator[str]:
     """An embedded PostgreSQL with a migrated database of its own."""
     with EmbeddedPostgres(base / "pg") as pg:
-        asyncio.run(create_database(pg.url, "metrics"))
-        url = pg.url_for("metrics")
-        asyncio.run(upgrade_async(url))
-        yield url
+        yield asyncio.run(migrated_database(pg, "metrics"))
 
 
 @contextlib.contextmanager
@@ -376,14 +373,23 @@ def _drive(prometheus: str, api: str, namespace: str, token: str, receiver: Rece
     """Waves until rate() sees every outcome; a labelled counter's first value is invisible
     to rate(), and each worker's series count separately, so runs keep coming a wave at a
     time. Then the alert deliveries (the receiver refuses, then takes) and two more scrapes."""
-    deadline = time.monotonic() + 240
-    while not _rates_visible(prometheus):
-        assert time.monotonic() < deadline, "rates never saw both pipelines' runs and firings"
+
+    def visible_after_a_wave() -> bool:
+        if _rates_visible(prometheus):
+            return True
         before = _value(prometheus, "sum(dirigent_runs_finished_total)") or 0
         asyncio.run(_wave(api, namespace, token))
         total = "sum(dirigent_runs_finished_total)"
         _wait_value(prometheus, total, before + GOOD + BAD - 0.5, what="a wave's runs", timeout=120)
         _wait_two_scrapes(prometheus)
+        return _rates_visible(prometheus)
+
+    wait_until(
+        visible_after_a_wave,
+        timeout=240,
+        interval=0,
+        what="rate() seeing both pipelines' runs and firings (one more wave at each miss)",
+    )
     wait_until(
         lambda: receiver.delivered() >= 1 and receiver.refused("/down") >= 2,
         what="alerts delivered after a refusal, and alerts that fail for good",

@@ -11,6 +11,7 @@ import contextlib
 import copy
 import hashlib
 import http.server
+import json
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -54,12 +55,12 @@ def wait_run(
 ) -> Any:
     found: list[Any] = []
 
-    def settled() -> bool:
+    def finished() -> bool:
         run = engine.run(namespace, run_id)
         found[:] = [run]
         return run is not None and run.status in states
 
-    wait_until(settled, what=f"run {run_id} in {states}", timeout=timeout)
+    wait_until(finished, what=f"run {run_id} in {states}", timeout=timeout)
     return found[0]
 
 
@@ -246,7 +247,11 @@ def test_a_missing_secret_names_the_reference(operator: Any, given: Given) -> No
         "apiVersion": API,
         "kind": "Connection",
         "metadata": {"name": "lonely"},
-        "spec": {"type": "http", "secrets": {"token": {"name": "nowhere", "key": "token"}}},
+        "spec": {
+            "type": "http",
+            "settings": {"url": "https://example.invalid"},
+            "secrets": {"token": {"name": "nowhere", "key": "token"}},
+        },
     }
     then = given.objects(conn).when.applied().then
     then.condition("Ready", "False").field(
@@ -419,8 +424,14 @@ def test_a_standby_operator_takes_over_when_the_leader_dies(
             timeout=30,
             process=standby,
         )
+        # A standby answers its probes (a real kubelet would kill one that does not)
+        ready_url = f"http://127.0.0.1:{operator.metrics_ports[standby.name]}/readyz"
+        with urllib.request.urlopen(ready_url, timeout=5) as resp:
+            assert json.loads(resp.read()) == {"role": "standby"}
         operator.kill(leader)
         operator.wait_leading(standby)
+        with urllib.request.urlopen(ready_url, timeout=5) as resp:
+            assert json.loads(resp.read()) == {"role": "leader", "feedback": "running"}
 
         then = (
             given.objects(pipeline("after-takeover", {"a": {"block": "core.noop"}}))
@@ -502,3 +513,74 @@ def test_rotating_a_webhook_token(
     after = kubectl.json("get", "secret", "rotating-token", "-n", namespace)["data"]["token"]
     assert after != before
     ready(hook)
+
+
+# --- Secrets the operator reads and writes (issue 28, point 7) ------------------------------
+
+
+def test_a_token_secret_it_does_not_own_is_never_adopted(
+    operator: Any, given: Given, kubectl: Kubectl, namespace: str
+) -> None:
+    # Given a Secret named like a Webhook's token Secret, made by someone else
+    given.objects(secret("squatter-token", token="theirs", other="kept")).when.applied()
+    ready(given.objects(pipeline("owned", {"a": {"block": "core.noop"}})).when.applied().then)
+    # When a Webhook of that name is applied, it is not Ready and says why
+    hook = given.objects(webhook("squatter", "owned")).when.applied().then
+    hook.condition("Ready", "False").field(
+        "status.conditions[0].message",
+        matches=lambda m: "Secret squatter-token" in m and "not owned by this Webhook" in m,
+    )
+    # And the Secret is untouched: no owner taken, no value overwritten
+    found = kubectl.json("get", "secret", "squatter-token", "-n", namespace)
+    assert not found["metadata"].get("ownerReferences")
+    assert found["data"] == {"token": "dGhlaXJz", "other": "a2VwdA=="}
+
+
+def test_a_binary_key_beside_the_one_read_is_harmless_and_a_binary_key_read_is_named(
+    operator: Any, given: Given, kubectl: Kubectl, namespace: str
+) -> None:
+    binary = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "mixed"},
+        "data": {"token": "dGV4dA==", "blob": "//79AA=="},  # "text", and bytes ff fe fd 00
+    }
+    given.objects(binary).when.applied()
+
+    def conn(name: str, key: str) -> dict[str, Any]:
+        return {
+            "apiVersion": API,
+            "kind": "Connection",
+            "metadata": {"name": name},
+            "spec": {
+                "type": "http",
+                "settings": {"url": "https://example.invalid"},
+                "secrets": {"token": {"name": "mixed", "key": key}},
+            },
+        }
+
+    ready(given.objects(conn("text-key", "token")).when.applied().then)
+    given.objects(conn("blob-key", "blob")).when.applied().then.condition("Ready", "False").field(
+        "status.conditions[0].message", matches=lambda m: "key blob is not UTF-8 text" in m
+    )
+
+
+def test_a_changed_hmac_secret_is_used_for_the_next_delivery(
+    operator: Any, given: Given, kubectl: Kubectl, namespace: str
+) -> None:
+    # The HMAC Secret is watched like a Connection's: the Webhook re-syncs when it changes.
+    given.objects(secret("signing", hmac="first-key")).when.applied()
+    ready(given.objects(pipeline("signed", {"a": {"block": "core.noop"}})).when.applied().then)
+    hook = webhook("signed-hook", "signed")
+    hook["spec"]["hmacSecretRef"] = {"name": "signing", "key": "hmac"}
+    then = ready(given.objects(hook).when.applied().then, timeout=20)
+    synced = then.get()["status"]["conditions"][0]["lastTransitionTime"]
+    remove = '[{"op": "remove", "path": "/data/hmac"}]'
+    kubectl.run("patch", "secret", "signing", "-n", namespace, "--type=json", "-p", remove)
+    # The key is gone: the Webhook re-syncs, is not Ready, and says why
+    then.condition("Ready", "False").field(
+        "status.conditions[0].message", matches=lambda m: "has no key hmac" in m
+    )
+    given.objects(secret("signing", hmac="second-key")).when.applied()
+    ready(then, timeout=20)
+    assert then.get()["status"]["conditions"][0]["lastTransitionTime"] >= synced

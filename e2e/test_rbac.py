@@ -77,6 +77,7 @@ def test_the_operator_works_on_its_own_cluster_role(
                     "metadata": {"name": "c"},
                     "spec": {
                         "type": "http",
+                        "settings": {"url": "https://example.invalid"},
                         "secrets": {"token": {"name": "creds", "key": "token"}},
                     },
                 },

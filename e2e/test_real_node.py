@@ -1,6 +1,6 @@
 """Plain Kubernetes Jobs on the real node: real containers, real exit codes, real logs.
 
-Why: kwok settles pods by annotation; these tests prove what only a kubelet can: a Python
+Why: kwok finishes pods by annotation; these tests prove what only a kubelet can: a Python
 process runs in ``localhost/dirigent/base:bookworm`` and its printed output comes back
 through ``kubectl logs`` and the API, its exit code reaches the pod status and the Job,
 ``activeDeadlineSeconds`` stops a running container, and a memory limit is enforced by the

@@ -8,7 +8,6 @@ through kwok with the exit code a test asks for, and RBAC is really enforced.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from e2e.harness.binaries import REPO_ROOT, pinned_versions
 from e2e.harness.clusters import Cluster
 from e2e.harness.kwok import EXIT_CODE_ANNOTATION
 from e2e.kubectl import Kubectl, KubectlError
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -38,7 +38,7 @@ FALLBACK_SAMPLES: dict[str, dict[str, Any]] = {
     "Pipeline": {"steps": {"greet": {"block": "noop"}}},
     "Schedule": {"pipeline": "hello", "cron": "0 5 * * *"},
     "Webhook": {"pipeline": "hello"},
-    "Connection": {"type": "http", "settings": {"baseUrl": "https://example.invalid"}},
+    "Connection": {"type": "http", "settings": {"url": "https://example.invalid"}},
 }
 
 
@@ -249,9 +249,11 @@ def test_rbac_denies_a_service_account_without_a_role(
         "--role=pod-reader",
         f"--serviceaccount={namespace}:nobody",
     )
-    deadline = time.monotonic() + 10
-    while not _access_review(kube_api, user, namespace, "list", "pods"):
-        assert time.monotonic() < deadline, "the role binding never took effect"
-        time.sleep(0.2)
+    wait_until(
+        lambda: _access_review(kube_api, user, namespace, "list", "pods"),
+        timeout=10,
+        every=0.2,
+        what="the role binding taking effect",
+    )
     kubectl.run("get", "pods", "-n", namespace, f"--as={user}")
     assert not _access_review(kube_api, user, namespace, "create", "pipelines", GROUP)

@@ -2,7 +2,7 @@
 
 Given the session's operator and worker (``system``) and a real ``dirigent api`` process on
 the same database (it embeds the scheduler and serves ``/hooks/{token}``): a Schedule
-resource fires its pipeline and the run settles; a Webhook's token, read from the Secret the
+resource fires its pipeline and the run finishes; a Webhook's token, read from the Secret the
 operator minted, starts a run through a POST on loopback, and a wrong token is refused with
 a Problem and starts nothing. Runs are read back through the engine's door.
 """
@@ -69,18 +69,18 @@ def api(system: Any) -> Iterator[str]:
 
 def runs_of(engine: EngineClient, namespace: str, name: str, kind: str | None = None) -> list[Any]:
     where = RunFilter(pipeline=name, triggered_by_kind=kind)
-    page = engine.call(lambda e: e.runs(namespace, where))
+    page = engine.call(lambda e: e.runs.page(namespace, where))
     return list(page.items)
 
 
-def settled(engine: EngineClient, namespace: str, run_id: int, timeout: float = 60) -> Any:
+def finished(engine: EngineClient, namespace: str, run_id: int, timeout: float = 60) -> Any:
     seen: list[Any] = []
 
     def done() -> bool:
         seen[:] = [engine.run(namespace, run_id)]
         return seen[0] is not None and seen[0].status in {"succeeded", "failed", "cancelled"}
 
-    wait_until(done, what=f"run {run_id} settled", timeout=timeout)
+    wait_until(done, what=f"run {run_id} finished", timeout=timeout)
     return seen[0]
 
 
@@ -106,10 +106,10 @@ def test_a_schedule_resource_fires_its_pipeline(
     assert run.triggered_by_ref is not None and "every-second" in run.triggered_by_ref
     assert run.window_start is not None and run.window_end is not None
     assert (run.window_end - run.window_start).total_seconds() == 1
-    done = settled(engine_client, namespace, run.id)
+    done = finished(engine_client, namespace, run.id)
     assert done.status == "succeeded", done
     # And the engine's schedule row records the firing it made
-    view = engine_client.call(lambda e: e.schedule(namespace, "every-second"))
+    view = engine_client.call(lambda e: e.triggers.schedule(namespace, "every-second"))
     assert view is not None and view.last_run_id is not None
     # And the Schedule resource's status shows its last fire and the run it started
     then.field("status.lastRun.state", equals="Succeeded", timeout=30)
@@ -144,9 +144,9 @@ def test_a_refused_firing_shows_on_the_schedule(
     [run] = runs_of(engine_client, namespace, "single", "schedule")
     assert status["lastRun"]["id"] == str(run.id), status
     # And the engine's firing history holds both outcomes
-    firings = engine_client.call(lambda e: e.firings(namespace, "too-often"))
+    firings = engine_client.call(lambda e: e.triggers.firings(namespace, "too-often"))
     assert {f.result for f in firings} == {"fired", "failed"}
-    engine_client.call(lambda e: e.cancel_run(namespace, run.id, reason="test over"))
+    engine_client.call(lambda e: e.runs.cancel(namespace, run.id, reason="test over"))
 
 
 def test_a_webhook_token_from_its_secret_starts_a_run(
@@ -176,12 +176,12 @@ def test_a_webhook_token_from_its_secret_starts_a_run(
     answer = httpx.post(f"{api}/hooks/{token}", json={"word": "hello"}, timeout=10)
     assert answer.status_code == 202, answer.text
     run_id = int(answer.json()["runId"])
-    done = settled(engine_client, namespace, run_id)
+    done = finished(engine_client, namespace, run_id)
     assert done.status == "succeeded", done
     assert done.triggered_by_kind == "webhook"
     assert [r.id for r in runs_of(engine_client, namespace, "hooked")] == [run_id]
     # And both deliveries are recorded, the refusal under no webhook (its token was unknown)
-    deliveries = engine_client.call(lambda e: e.deliveries(namespace, "inbound"))
+    deliveries = engine_client.call(lambda e: e.triggers.deliveries(namespace, "inbound"))
     assert [(d.status_code, d.run_id) for d in deliveries] == [(202, run_id)]
     # And the Webhook's status shows that delivery and its run (fed by the run's events)
     hooked.field("status.lastDelivery.outcome", equals="Accepted", timeout=30)
@@ -228,10 +228,10 @@ def test_an_alert_that_cannot_be_delivered_is_a_warning_event(
 
     # When a run fails and every delivery of its alert is refused
     run_id = engine_client.start_run(namespace, "doomed")
-    assert settled(engine_client, namespace, run_id).status == "failed"
+    assert finished(engine_client, namespace, run_id).status == "failed"
 
     def given_up() -> bool:
-        notes = engine_client.call(lambda e: e.notifications(namespace, run_id))
+        notes = engine_client.call(lambda e: e.runs.notifications(namespace, run_id))
         return [n.status for n in notes] == ["failed"]
 
     wait_until(given_up, what="the alert given up", timeout=60)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "hack" / "k8s" / "build.sh"
+NET_BUILD_SCRIPT = REPO_ROOT / "hack" / "k8s" / "build-net.sh"
 VERSIONS_FILE = REPO_ROOT / "hack" / "k8s" / "versions.env"
 TOOLS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
@@ -54,3 +55,14 @@ def ensure_binaries(env: Mapping[str, str] | None = None) -> Path:
     if missing:
         raise RuntimeError(f"{bin_dir} lacks {', '.join(missing)}")
     return bin_dir
+
+
+def ensure_net_binaries(tool: str) -> Path:
+    """The bin dir of a pod network program (``cni`` or ``kube-network-policies``), built by
+    hack/k8s/build-net.sh when missing (progress on stderr)."""
+    result = subprocess.run(
+        ["bash", str(NET_BUILD_SCRIPT), tool], stdout=subprocess.PIPE, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"{NET_BUILD_SCRIPT} {tool} failed with exit code {result.returncode}")
+    return Path(result.stdout.strip().splitlines()[-1])

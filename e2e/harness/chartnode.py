@@ -6,14 +6,16 @@ operator, the API and a worker as real processes whose probes decide Ready. The 
 and ``make demo-up REAL_NODE=1`` share this module.
 
 What this harness decides (``values``), as an operator of such a cluster would:
-- every pod on the real node (node selector + toleration) on the host network, with its
-  own ports (one host: a metrics port per component, the API's port, the webhook's port);
-- in-cluster clients reach the API server on 127.0.0.1 (``KUBERNETES_SERVICE_HOST``): there
-  is no kube-proxy, so the ``kubernetes`` Service's cluster IP answers nothing;
-- the database is an embedded PostgreSQL on the host's loopback, named in a Secret;
+- every pod on the real node (node selector + toleration), on the node's pod network with
+  the chart's own ports (replicas co-exist; no host port is taken); in-cluster clients use
+  the ``kubernetes`` Service as everywhere;
+- the database is an embedded PostgreSQL on the host's loopback, which the node opens to
+  its pods at its gateway address (``pod_database_url``), named in a Secret;
+- there is no cluster DNS, so the ``helm test`` hook finds the API Service through the
+  variables the kubelet sets for it (``$(<NAME>_SERVICE_HOST)``), and the host reaches the
+  API at the Service's cluster IP (``api_url``);
 - ``docker.run`` through the unsafe gate, its Jobs placed on the real node as well
-  (``DIRIGENT_KUBE_POD_DEFAULTS``); the admission webhook off (the API server would dial
-  the pod's host address, not loopback).
+  (``DIRIGENT_KUBE_POD_DEFAULTS``); the admission webhook off (not exercised here).
 """
 
 from __future__ import annotations
@@ -22,28 +24,28 @@ import base64
 import json
 import secrets
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
 from e2e.harness.binaries import REPO_ROOT
 from e2e.harness.images import cache_root
-from e2e.harness.processes import free_port
 from e2e.harness.realnode import LABEL, RealNode, placement
 
 __all__ = [
     "COMPONENTS",
     "CRDS",
     "LABEL",
-    "Ports",
     "admin_token",
     "adopt_crds",
+    "api_url",
     "build_project_image",
+    "fullname",
     "load_project_image",
     "new_secret_key",
+    "pod_database_url",
     "secrets_manifest",
     "values",
 ]
@@ -96,61 +98,51 @@ def _env(**pairs: str) -> list[dict[str, str]]:
     return [{"name": k, "value": v} for k, v in pairs.items()]
 
 
-@dataclass
-class Ports:
-    """Host ports of one release (every pod shares the host's network)."""
-
-    api: int = field(default_factory=free_port)
-    metrics: dict[str, int] = field(default_factory=lambda: {c: free_port() for c in COMPONENTS})
+def fullname(release: str) -> str:
+    """The chart's ``dirigent.fullname`` for ``release`` (no overrides)."""
+    return release if "dirigent" in release else f"{release}-dirigent"
 
 
-def values(image: str, kubeconfig: Path, ports: Ports, **settings: Any) -> dict[str, Any]:
-    """Helm values that run the chart on the real node of this harness."""
+def values(image: str, release: str, **settings: Any) -> dict[str, Any]:
+    """Helm values that run the chart of ``release`` on the real node of this harness."""
     repository, tag = image.rsplit(":", 1)
-    server = urlparse(_server(kubeconfig))
-    in_cluster = _env(
-        KUBERNETES_SERVICE_HOST=server.hostname or "127.0.0.1",
-        KUBERNETES_SERVICE_PORT=str(server.port or 443),
-    )
     where = placement()
     pod = {"nodeSelector": where["nodeSelector"], "tolerations": where["tolerations"]}
     pod_defaults = json.dumps(where, separators=(",", ":"))
+    # The kubelet expands $(VAR) in a command from the container's variables, the
+    # Service links included: the hook reaches the API Service without cluster DNS.
+    service = fullname(release).upper().replace("-", "_") + "_API_SERVICE"
     return {
         "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
-        "hostNetwork": True,
         "database": {"existingSecret": DATABASE_SECRET},
         "secretKey": {"existingSecret": KEY_SECRET},
         "settings": {"enabledUnsafeBlocks": ["docker.run"], "logFormat": "json", **settings},
-        "operator": {
-            **pod,
-            "replicas": 1,
-            "metricsPort": ports.metrics["operator"],
-            "admission": {"enabled": False},
-            "extraEnv": in_cluster,
-        },
-        "api": {
-            **pod,
-            "replicas": 1,
-            "port": ports.api,
-            "metricsPort": ports.metrics["api"],
-            "extraEnv": in_cluster,
-        },
+        "operator": {**pod, "replicas": 1, "admission": {"enabled": False}},
+        "api": {**pod, "replicas": 1},
         "worker": {
             **pod,
             "replicas": 1,
-            "metricsPort": ports.metrics["worker"],
-            "extraEnv": [*in_cluster, *_env(DIRIGENT_KUBE_POD_DEFAULTS=pod_defaults)],
+            "extraEnv": _env(DIRIGENT_KUBE_POD_DEFAULTS=pod_defaults),
         },
-        "migrations": {**pod, "extraEnv": in_cluster},
-        # `helm test`: no cluster DNS here, so the hook asks the API on the host's loopback.
-        "tests": {**pod, "apiUrl": f"http://127.0.0.1:{ports.api}"},
+        "migrations": pod,
+        "tests": {**pod, "apiUrl": f"http://$({service}_HOST):$({service}_PORT)"},
     }
 
 
-def _server(kubeconfig: Path) -> str:
-    config = yaml.safe_load(kubeconfig.read_text())
-    server: str = config["clusters"][0]["cluster"]["server"]
-    return server
+def pod_database_url(node: RealNode, url: str) -> str:
+    """``url`` (a server on the host's loopback) as the node's pods reach it."""
+    parts = urlsplit(url)
+    if parts.port is None:
+        raise ValueError(f"the database URL names no port: {parts.hostname}")
+    gateway = node.expose_host_port(parts.port)
+    netloc = parts.netloc.replace(f"{parts.hostname}:{parts.port}", f"{gateway}:{parts.port}")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def api_url(kubectl: Any, namespace: str, release: str) -> str:
+    """The API Service's cluster IP and port (this host routes them to the node's pods)."""
+    svc = kubectl.json("get", "service", f"{fullname(release)}-api", "-n", namespace)
+    return f"http://{svc['spec']['clusterIP']}:{svc['spec']['ports'][0]['port']}"
 
 
 def new_secret_key() -> str:
@@ -197,5 +189,8 @@ def admin_token(kubectl: Any, namespace: str, name: str = "dirigent-demo") -> st
         "create", "clusterrolebinding", f"{namespace}-{name}", "--clusterrole=cluster-admin",
         f"--serviceaccount={namespace}:{name}",
     )  # fmt: skip
-    token: str = kubectl.run("create", "token", name, "-n", namespace, "--duration=24h").stdout
+    # The API accepts tokens minted for its audience only (DIRIGENT_API_TOKEN_AUDIENCES).
+    token: str = kubectl.run(
+        "create", "token", name, "-n", namespace, "--duration=24h", "--audience=dirigent"
+    ).stdout
     return token.strip()

@@ -8,8 +8,9 @@ node's directory, the runc root included. Two settings are not defaults and both
   without it every pod sandbox fails with runc's "can't get final child's PID from pipe";
 - cgroupfs (``SystemdCgroup = false``): no systemd runs here.
 
-Pods use the host network, so the CNI config only has to exist for containerd to report
-the network ready; no plugin binary is ever called.
+With a pod network (``e2e.harness.podnet``) the CRI plugin calls the reference CNI plugins
+from their build cache with the node's conflist. Without one, pods must use the host
+network, and a placeholder conflist only lets containerd report the network ready.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 DISABLED_PLUGINS = (
     "io.containerd.snapshotter.v1.aufs",
@@ -54,9 +56,19 @@ class ContainerdPaths:
         return self.config_dir / "cni" / "bin"
 
 
-def write_config(paths: ContainerdPaths, sandbox_image: str) -> Path:
-    """Write containerd's TOML config and the placeholder CNI config; returns the TOML."""
-    for d in (paths.root, paths.state, paths.cni_conf_dir, paths.cni_bin_dir):
+def write_config(
+    paths: ContainerdPaths,
+    sandbox_image: str,
+    cni_network: dict[str, Any] | None = None,
+    cni_bin_dir: Path | None = None,
+) -> Path:
+    """Write containerd's TOML config and its CNI config; returns the TOML.
+
+    ``cni_network`` is a conflist whose plugins are in ``cni_bin_dir``; without it, a
+    placeholder network for host-network pods.
+    """
+    bin_dir = cni_bin_dir or paths.cni_bin_dir
+    for d in (paths.root, paths.state, paths.cni_conf_dir, bin_dir):
         d.mkdir(parents=True, exist_ok=True)
     cri = '[plugins."io.containerd.grpc.v1.cri"]'
     runc = '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]'
@@ -90,10 +102,13 @@ disabled_plugins = {json.dumps(list(DISABLED_PLUGINS))}
         SystemdCgroup = false
         Root = "{paths.state / "runc"}"
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{paths.cni_bin_dir}"
+    bin_dir = "{bin_dir}"
     conf_dir = "{paths.cni_conf_dir}"
 """
     paths.config.write_text(toml)
+    if cni_network is not None:
+        (paths.cni_conf_dir / "10-pods.conflist").write_text(json.dumps(cni_network, indent=2))
+        return paths.config
     cni = {
         "cniVersion": "0.4.0",
         "name": "dirigent-host-network-only",

@@ -11,8 +11,10 @@ stops its children and PostgreSQL) and the cluster it started.
 the local control plane plus the real node (containerd + kubelet), the supervisor holding
 only the embedded PostgreSQL, and dirigent installed by ``helm install`` from the project
 image (``make image``) as real pods (``e2e.harness.chartnode``), with ``docker.run``
-allowed through the unsafe gate. It also prints ``DIRIGENT_URL`` (the API on the host's
-loopback) and ``DIRIGENT_TOKEN`` (a ServiceAccount token the API's cluster auth accepts).
+allowed through the unsafe gate. The pods run on the node's pod network (Services and
+NetworkPolicies work; ``kubectl scale`` adds replicas beside the first). It also prints
+``DIRIGENT_URL`` (the API Service's cluster IP, which this host routes to the node's pods)
+and ``DIRIGENT_TOKEN`` (a ServiceAccount token the API's cluster auth accepts).
 """
 
 from __future__ import annotations
@@ -148,21 +150,19 @@ def _install_chart(kubeconfig: Path, state: dict[str, str]) -> tuple[str, str]:
     _say(f"importing {image} into the real node ...")
     chartnode.load_project_image(node, image)
     kubectl.run("create", "namespace", DEMO_NAMESPACE)
-    manifest = chartnode.secrets_manifest(
-        DEMO_NAMESPACE, state["database_url"], state["secret_key"]
-    )
+    database_url = chartnode.pod_database_url(node, state["database_url"])
+    manifest = chartnode.secrets_manifest(DEMO_NAMESPACE, database_url, state["secret_key"])
     kubectl.run("apply", "-f", "-", stdin=manifest)
     chartnode.adopt_crds(kubectl, "dirigent", DEMO_NAMESPACE)
-    ports = chartnode.Ports()
     values = Path(state["workdir"]) / "values.yaml"
-    values.write_text(yaml.safe_dump(chartnode.values(image, kubeconfig, ports)))
+    values.write_text(yaml.safe_dump(chartnode.values(image, "dirigent")))
     _say("helm install dirigent (waits for every pod to be Ready) ...")
     Helm(kubeconfig=kubeconfig).run(
         "install", "dirigent", str(CHART), "-n", DEMO_NAMESPACE, "-f", str(values),
         "--wait", "--timeout", "600s",
     )  # fmt: skip
     token = chartnode.admin_token(kubectl, DEMO_NAMESPACE)
-    return f"http://127.0.0.1:{ports.api}", token
+    return chartnode.api_url(kubectl, DEMO_NAMESPACE, "dirigent"), token
 
 
 def serve(workdir: Path, kubeconfig: Path, origin: str, postgres_only: bool = False) -> int:

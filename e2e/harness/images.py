@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import subprocess
 import tarfile
@@ -144,6 +145,24 @@ def pause_archive() -> ImageArchive:
         _import_and_save(rootfs, PAUSE_IMAGE, changes, out)
         rootfs.unlink()
     return ImageArchive(PAUSE_IMAGE, out)
+
+
+def static_binary_archive(name: str, binary: Path, entrypoint: list[str]) -> ImageArchive:
+    """``name``: a scratch image holding only ``binary`` (static) at ``entrypoint[0]``,
+    built once per binary (its digest keys the archive)."""
+    data = binary.read_bytes()
+    stem = name.rsplit("/", 1)[-1].replace(":", "-")
+    out = cache_root() / "images" / f"{stem}-{_digest(data, name.encode())}.tar"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        rootfs = out.with_suffix(".rootfs.tar")
+        with tarfile.open(rootfs, "w") as tar:
+            info = tarfile.TarInfo(entrypoint[0].lstrip("/"))
+            info.size, info.mode, info.mtime = len(data), 0o755, 0
+            tar.addfile(info, io.BytesIO(data))
+        _import_and_save(rootfs, name, [f"ENTRYPOINT {json.dumps(entrypoint)}"], out)
+        rootfs.unlink()
+    return ImageArchive(name, out)
 
 
 def base_archive() -> ImageArchive:

@@ -11,7 +11,8 @@ cgroups under one root we remove afterwards, and its listeners on 127.0.0.1:
   a kubelet client certificate) reads logs and execs, and nobody anonymous does;
 - image garbage collection off: images are imported, never pulled back;
 - eviction thresholds low: a busy shared disk must not evict test pods;
-- ``makeIPTablesUtilChains: false``: pods use the host network, the host's firewall stays.
+- ``makeIPTablesUtilChains: false``: the host's iptables stay untouched (kube-proxy runs in
+  nftables mode, in its own tables).
 """
 
 from __future__ import annotations

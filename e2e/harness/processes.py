@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support import waiting
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -116,6 +118,7 @@ def start(
     *,
     tie_to_parent: bool,
     env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> Process:
     """Start ``argv`` with stdout and stderr appended to ``log_dir/<name>.log``."""
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -129,6 +132,7 @@ def start(
             start_new_session=True,
             preexec_fn=_die_with_parent if tie_to_parent else None,
             env=env,
+            cwd=cwd,
         )
     return Process(name=name, pid=popen.pid, exe=argv[0], log=log, popen=popen)
 
@@ -141,20 +145,28 @@ def wait_until(
     process: Process | None = None,
     interval: float = 0.2,
 ) -> None:
-    """Poll ``check`` until true; fail fast with the log tail if ``process`` dies."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """Poll ``check`` until true (``tests.support.waiting.wait_until``, the one waiting
+    helper); fail fast with the log tail if ``process`` dies, and name it on a timeout."""
+
+    def checked() -> bool:
         if process is not None and not process.running():
             raise RuntimeError(
                 f"{process.name} exited while waiting for {what}; log {process.log}:\n"
                 f"{log_tail(process.log)}"
             )
-        if check():
-            return
-        if time.monotonic() > deadline:
-            tail = f"\nlog {process.log}:\n{log_tail(process.log)}" if process else ""
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{tail}")
-        time.sleep(interval)
+        return check()
+
+    try:
+        waiting.wait_until(checked, what=what, timeout=timeout, every=interval)
+    except waiting.WaitTimedOut as timed_out:
+        if process is None:
+            raise
+        raise waiting.WaitTimedOut(
+            f"{what} (log {process.log}:\n{log_tail(process.log)}\n)",
+            timed_out.timeout,
+            timed_out.last,
+            timed_out.tries,
+        ) from None
 
 
 def https_ok(url: str, context: ssl.SSLContext) -> Callable[[], bool]:

@@ -1,11 +1,15 @@
-"""A real node in the local control plane: containerd + runc + a kubelet, on loopback.
+"""A real node in the local control plane: containerd + runc + a kubelet, with pod networking.
 
 Why: kwok only simulates pods; code that runs containers (docker.run Jobs, the Helm chart's
 Deployments) must be proven with real ones. The node joins the harness's control plane with
 certificates from its CA, is labelled ``dirigent.dev/real-node=true`` and tainted with the
 same key, so only pods that ask for it (``placement()``) land there and kwok nodes keep the
-rest. Pods must use the host network (there is no CNI) and images imported here
-(``imagePullPolicy: Never``; see ``images``).
+rest. Pods use images imported here (``imagePullPolicy: Never``; see ``images``). Each pod
+gets its own address on a bridge only this machine has (``podnet``: the reference CNI
+plugins), kube-proxy makes Services route (``kubeproxy``) and kube-network-policies enforces
+NetworkPolicies (``netpolicy``); pods reach the API server at the ``kubernetes`` Service
+address and host ports opened with ``expose_host_port`` at the bridge's gateway address.
+``RealNode(pod_network=False)`` is the older host-network-only node.
 
 Invariants:
 - one real node per machine at a time: ``<home>/.lock`` is held while it runs (a second
@@ -13,9 +17,12 @@ Invariants:
   (or the next start, after a crash) can undo it;
 - containerd's root under ``<home>/containerd`` persists (it is the image cache); all else
   lives under ``<home>/run`` and is removed on stop;
-- stop undoes by pid and by path: kubelet, containers, containerd, leftover shims, mounts,
-  cgroups under the node's cgroup root, the kernel settings the kubelet changed, and the
-  host directories the kubelet created (``/var/lib/kubelet/device-plugins``, log links).
+- stop undoes by pid and by path: kubelet, kube-proxy, containers, containerd, leftover
+  shims, mounts, cgroups under the node's cgroup root, the kernel settings the kubelet
+  changed, the host directories the kubelet and the CNI library created
+  (``/var/lib/kubelet/device-plugins``, log links, ``/var/lib/cni``), and the pod network
+  (bridge, pod network namespaces, nftables tables, network sysctls: ``podnet.teardown``,
+  from the snapshot recorded in ``state.json`` before anything changed).
 
 The node is named after the host when the host name resolves to loopback: the API server
 dials a node's Hostname address first, so logs and exec stay on 127.0.0.1. The kubelet
@@ -39,12 +46,16 @@ from typing import IO, Any
 
 import yaml
 
-from e2e.harness import containerd, hoststate, images, processes
+from e2e.harness import containerd, hoststate, images, netpolicy, podnet, processes
+from e2e.harness.binaries import ensure_net_binaries, pinned_versions
 from e2e.harness.certs import CertPair, issue
 from e2e.harness.containerd import ContainerdPaths
+from e2e.harness.controlplane import SERVICE_CIDR, SERVICE_IP
 from e2e.harness.hostpkgs import ensure_packages
 from e2e.harness.kubeconfig import write_kubeconfig
 from e2e.harness.kubelet import KubeletSettings, write_kubelet_config
+from e2e.harness.kubeproxy import KubeProxySettings, write_kube_proxy_config
+from e2e.harness.podnet import PodNetwork
 from e2e.harness.processes import Process
 
 LABEL = "dirigent.dev/real-node"
@@ -54,7 +65,13 @@ STATE_FILE = "state.json"
 _LEGACY_LOG_LINKS = Path("/var/log/containers")
 # Paths the kubelet creates whatever its root dir (device plugins, legacy log links): removed
 # on stop when they did not exist before the node started.
-_HOST_DIRS = (Path("/var/lib/kubelet"), _LEGACY_LOG_LINKS, Path("/var/log/pods"))
+# /var/lib/cni is the CNI library's result cache (containerd 1.6 cannot move it).
+_HOST_DIRS = (
+    Path("/var/lib/kubelet"),
+    _LEGACY_LOG_LINKS,
+    Path("/var/log/pods"),
+    Path("/var/lib/cni"),
+)
 
 
 def placement() -> dict[str, Any]:
@@ -64,7 +81,6 @@ def placement() -> dict[str, Any]:
         "tolerations": [
             {"key": LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
         ],
-        "hostNetwork": True,
     }
 
 
@@ -83,8 +99,9 @@ def node_home() -> Path:
     return images.cache_root() / "node"
 
 
-def prepare_real_node() -> list[images.ImageArchive]:
-    """Install missing packages and build missing images (the slow, cacheable part).
+def prepare_real_node(pod_network: bool = True) -> list[images.ImageArchive]:
+    """Install missing packages, build missing programs and images (the slow, cacheable
+    part); the pause image comes first.
 
     One caller at a time per machine: two pytest-xdist workers (or a test session and
     ``make demo-up``) would otherwise build the same image into podman's one store at once;
@@ -95,7 +112,13 @@ def prepare_real_node() -> list[images.ImageArchive]:
     with lock_path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         ensure_packages()
-        return images.node_images()
+        archives = images.node_images()
+        if pod_network:
+            ensure_net_binaries("cni")
+            version = pinned_versions()["KUBE_NETWORK_POLICIES_VERSION"]
+            agent = netpolicy.agent_archive(ensure_net_binaries(netpolicy.NAME), version)
+            archives.append(agent)
+        return archives
 
 
 @dataclass
@@ -107,6 +130,7 @@ class RealNode:
     pki_dir: Path
     home: Path = field(default_factory=node_home)
     tie_to_parent: bool = True
+    pod_network: bool = True
     node_name: str = field(default_factory=default_node_name)
     startup_timeout: float = 180.0
     lock_timeout: float = 1800.0
@@ -116,6 +140,8 @@ class RealNode:
     _lock: IO[str] | None = None
     _kernel: dict[str, str] = field(default_factory=dict)
     _new_dirs: list[str] = field(default_factory=list)
+    _net: PodNetwork | None = None
+    _net_saved: dict[str, Any] = field(default_factory=dict)
 
     @property
     def run_dir(self) -> Path:
@@ -151,13 +177,20 @@ class RealNode:
                 self.log_dir.rename(self.home / "logs.previous")
             if not os.access(self.bin_dir / "kubelet", os.X_OK):
                 raise FileNotFoundError(f"no kubelet in {self.bin_dir}: run hack/k8s/build.sh")
-            archives = self._timed("prepare", prepare_real_node)
+            archives = self._timed("prepare", lambda: prepare_real_node(self.pod_network))
             self._kernel = hoststate.read_kernel_settings()
             self._new_dirs = [str(d) for d in _HOST_DIRS if not d.exists()]
-            self._write_state()
+            if self.pod_network:
+                self._plan_network()
+            self._write_state()  # before any change: a crash from here on is undone
+            if self._net is not None:
+                podnet.setup(self._net)
             self._start_containerd(archives[0].name)
             self._timed("import", lambda: self._import(archives))
             self._start_kubelet()
+            if self._net is not None:
+                self._timed("kube_proxy", self._start_kube_proxy)
+                self._timed("policy_agent", self._start_policy_agent)
         except BaseException:
             self.stop()
             raise
@@ -173,6 +206,7 @@ class RealNode:
                 self.runtime,
                 self._kernel or saved.get("kernel", {}),
                 self._new_dirs or saved.get("new_dirs", []),
+                self._network_state() or saved.get("network"),
             )
             self.processes.clear()
             return report
@@ -191,7 +225,25 @@ class RealNode:
         left += [f"kernel {k}: {now.get(k)} != {v}" for k, v in kernel.items() if now.get(k) != v]
         left += [f"process {p.name} ({p.pid})" for p in self.started if p.running()]
         left += [f"directory {d}" for d in [self.run_dir, *map(Path, self._new_dirs)] if d.exists()]
+        if self._net is not None:
+            left += podnet.leftovers(self._net_saved, self._net.bridge)
         return left
+
+    @property
+    def network(self) -> PodNetwork:
+        """The pod network of this node, or of the one ``state.json`` records as running."""
+        if self._net is None:
+            recorded = (_read_state(self.home) or {}).get("network")
+            if not recorded:
+                raise RuntimeError(f"no real node with a pod network runs ({self.home})")
+            self._net = PodNetwork.from_state(recorded["pod_network"])
+        return self._net
+
+    def expose_host_port(self, port: int) -> str:
+        """Let this node's pods reach ``127.0.0.1:port`` of the host; returns the address
+        they use for it (the bridge's gateway, same port)."""
+        podnet.expose_host_port(port)
+        return self.network.gateway
 
     def load_image(self, archive: Path) -> None:
         """Import a docker-archive (``podman save --format docker-archive``) for pods here."""
@@ -247,6 +299,7 @@ class RealNode:
             "processes": [p.to_state() for p in self.processes],
             "kernel": self._kernel,
             "new_dirs": self._new_dirs,
+            "network": self._network_state(),
             "containerd": {
                 "root": str(self.runtime.root),
                 "state": str(self.runtime.state),
@@ -258,6 +311,23 @@ class RealNode:
         tmp.write_text(json.dumps(state, indent=2))
         tmp.replace(self.home / STATE_FILE)
 
+    def _network_state(self) -> dict[str, Any] | None:
+        if self._net is None:
+            return None
+        return {"pod_network": self._net.to_state(), "saved": self._net_saved}
+
+    def _plan_network(self) -> None:
+        """Choose the pod CIDR and record what exists before the network is made."""
+        admin = yaml.safe_load(self.admin_kubeconfig.read_text())
+        port = int(admin["clusters"][0]["cluster"]["server"].rsplit(":", 1)[1])
+        self._net_saved = podnet.snapshot()
+        self._net = PodNetwork(
+            cidr=podnet.choose_cidr(SERVICE_CIDR),
+            service_cidr=SERVICE_CIDR,
+            service_ip=SERVICE_IP,
+            api_port=port,
+        )
+
     def _spawn(self, name: str, argv: list[str]) -> Process:
         proc = processes.start(name, argv, self.log_dir, tie_to_parent=self.tie_to_parent)
         self.processes.append(proc)
@@ -267,7 +337,13 @@ class RealNode:
 
     def _start_containerd(self, sandbox_image: str) -> None:
         paths = self.runtime
-        config = containerd.write_config(paths, sandbox_image)
+        if self._net is not None:
+            network = podnet.cni_conflist(self._net, self.run_dir / "cni-ipam")
+            config = containerd.write_config(
+                paths, sandbox_image, network, ensure_net_binaries("cni")
+            )
+        else:
+            config = containerd.write_config(paths, sandbox_image)
         proc = self._spawn(
             "containerd", [shutil.which("containerd") or "containerd", f"--config={config}"]
         )
@@ -347,6 +423,60 @@ class RealNode:
         self.timings["kubelet_ready"] = round(time.monotonic() - began, 2)
         self._write_state()
 
+    def _start_kube_proxy(self) -> None:
+        """kube-proxy with its own identity; waits until it has programmed the Services."""
+        assert self._net is not None
+        ca = CertPair(self.pki_dir / "ca.crt", self.pki_dir / "ca.key")
+        user = "system:kube-proxy"  # bound to system:node-proxier by bootstrap RBAC
+        client = issue(ca, self.run_dir / "pki", "kube-proxy-client", (user, ()))
+        admin = yaml.safe_load(self.admin_kubeconfig.read_text())
+        kubeconfig = write_kubeconfig(
+            self.run_dir / "kube-proxy.kubeconfig",
+            admin["clusters"][0]["cluster"]["server"],
+            ca.cert,
+            client,
+            user,
+        )
+        settings = KubeProxySettings(
+            node_name=self.node_name,
+            kubeconfig=kubeconfig,
+            cluster_cidr=self._net.cidr,
+            gateway=self._net.gateway,
+            healthz_port=processes.free_port(),
+            metrics_port=processes.free_port(),
+        )
+        config = write_kube_proxy_config(self.run_dir / "kube-proxy.yaml", settings)
+        binary = self.bin_dir / "kube-proxy"
+        if not os.access(binary, os.X_OK):
+            raise FileNotFoundError(f"no kube-proxy in {self.bin_dir}: run hack/k8s/build.sh")
+        proc = self._spawn("kube-proxy", [str(binary), f"--config={config}", "--v=1"])
+        processes.wait_until(
+            processes.http_ok(f"http://127.0.0.1:{settings.healthz_port}/healthz"),
+            what="kube-proxy /healthz (Services programmed)",
+            timeout=self.startup_timeout,
+            process=proc,
+        )
+
+    def _start_policy_agent(self) -> None:
+        """kube-network-policies as a DaemonSet pod here; waits until its table exists."""
+        assert self._net is not None
+        version = pinned_versions()["KUBE_NETWORK_POLICIES_VERSION"]
+        docs = netpolicy.manifests(
+            netpolicy.image_name(version), LABEL, self._net.api_port, processes.free_port()
+        )
+        netpolicy.deploy(self.admin_kubeconfig, docs)
+
+        def enforcing() -> bool:
+            return netpolicy.agent_ready(self.admin_kubeconfig) and (
+                netpolicy.NFT_TABLE in podnet.nft_tables()
+            )
+
+        processes.wait_until(
+            enforcing,
+            what=f"{netpolicy.NAME} Ready with its nftables table",
+            timeout=self.startup_timeout,
+        )
+
 
 def _cgroup_dirs() -> list[str]:
     return [
@@ -415,12 +545,14 @@ def _teardown(
     runtime: ContainerdPaths,
     kernel: dict[str, str],
     new_dirs: list[str],
+    network: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Stop and clean in dependency order; every step runs even if an earlier one failed."""
     report: dict[str, Any] = {}
     by_name = {p.name: p for p in procs}
-    if "kubelet" in by_name:
-        by_name["kubelet"].stop()
+    for name in ("kubelet", "kube-proxy"):
+        if name in by_name:
+            by_name[name].stop()
     cd = by_name.get("containerd")
     if cd is not None and cd.running():
         with contextlib.suppress(RuntimeError, OSError):
@@ -442,6 +574,9 @@ def _teardown(
                 link.unlink(missing_ok=True)
     for d in new_dirs:
         shutil.rmtree(d, ignore_errors=True)
+    if network:  # after every process in the pods' namespaces is gone
+        bridge = network["pod_network"].get("bridge", podnet.BRIDGE)
+        report["network"] = podnet.teardown(network.get("saved", {}), bridge)
     shutil.rmtree(home / "run", ignore_errors=True)
     (home / STATE_FILE).unlink(missing_ok=True)
     return report
@@ -476,4 +611,11 @@ def _stop_recorded(home: Path) -> dict[str, Any]:
         state=Path(paths.get("state", home / "run" / "containerd")),
         config_dir=Path(paths.get("config_dir", home / "run" / "etc")),
     )
-    return _teardown(home, procs, runtime, state.get("kernel", {}), state.get("new_dirs", []))
+    return _teardown(
+        home,
+        procs,
+        runtime,
+        state.get("kernel", {}),
+        state.get("new_dirs", []),
+        state.get("network"),
+    )

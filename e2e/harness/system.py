@@ -76,8 +76,8 @@ class System:
         return self.workdir / "logs"
 
     def start(self, *, worker: bool = True, operator: bool = True) -> System:
-        from dirigent.engine.store.database import upgrade
-        from dirigent.engine.store.embedded import EmbeddedPostgres
+        from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
+        from dirigent.engine.store.schema.database import upgrade
 
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._postgres = EmbeddedPostgres(self.workdir / "pgdata")

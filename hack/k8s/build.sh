@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the e2e control plane's binaries (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kwok, helm) and the real node's kubelet from the Go module proxy, because this machine has no Docker
-# and no way to download release tarballs. Each tool is built in its own throwaway wrapper
-# module so one tool's version selection can never break another's.
+# kube-scheduler, kwok, helm) and the real node's kubelet and kube-proxy from the Go module
+# proxy, because this machine has no Docker and no way to download release tarballs. Each
+# tool is built in its own throwaway wrapper module so one tool's version selection can
+# never break another's. The pod network's other programs: build-net.sh.
 #
 # Output: ${DIRIGENT_CACHE:-~/.cache/dirigent}/k8s/<versions-key>/bin
 # A second run finds every binary and returns at once. Prints the bin dir on stdout's
@@ -22,7 +23,7 @@ work="$root/wrappers"
 
 log() { printf '[k8s-build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-tools=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok helm kubelet)
+tools=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok helm kubelet kube-proxy)
 missing=()
 for t in "${tools[@]}"; do [[ -x "$bin/$t" ]] || missing+=("$t"); done
 if [[ ${#missing[@]} -eq 0 ]]; then
@@ -124,9 +125,10 @@ build_kube() {
   build_kube_cmds kube kube-apiserver kube-controller-manager kube-scheduler
 }
 
-# The real node's kubelet, in its own wrapper so a control plane already built is reused.
+# The real node's kubelet and kube-proxy (same source tree and version), in their own wrapper
+# so a control plane already built is reused.
 build_kubelet() {
-  build_kube_cmds kubelet kubelet
+  build_kube_cmds kubelet kubelet kube-proxy
 }
 
 build_etcd() {

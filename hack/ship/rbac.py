@@ -9,8 +9,8 @@ from these lists and drift-checked. Least privilege, per process:
   and CRD / namespace discovery kopf does at start-up.
 - api: authenticates callers with TokenReview and authorises them with SubjectAccessReview
   (docs/security.md), and reads the four kinds.
-- worker: Jobs, pods and pod logs, only in the namespaces where docker.run runs (a Role
-  per namespace, never cluster-wide).
+- worker: Jobs, pods and pod logs, and the Secret and NetworkPolicy each Job owns, only in
+  the namespaces where docker.run runs (a Role per namespace, never cluster-wide).
 - people: viewer / editor / admin, aggregated into view / edit / admin.
 """
 
@@ -64,6 +64,8 @@ ROLES: dict[str, list[Rule]] = {
         _rule([""], ["pods/log"], ["get"]),
         # docker.run's envFromConnection values go in a Secret per Job, owned by the Job.
         _rule([""], ["secrets"], ["create", "patch", "delete"]),
+        # ... and its pods' network (none unless the step asks) is a NetworkPolicy per Job.
+        _rule(["networking.k8s.io"], ["networkpolicies"], ["create", "patch", "delete"]),
     ],
     # People's roles are additive: viewer aggregates into view, edit and admin; editor into
     # edit and admin; admin into admin only.

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
-from dirigent.engine.settings import EngineSettings
+from dirigent.engine.infrastructure.settings import EngineSettings
 
 __all__ = ["ENGINE_SETTINGS_IN_CHART", "Values", "camel", "settings_model"]
 
@@ -46,12 +46,12 @@ ENGINE_SETTINGS_IN_CHART: dict[str, str] = {
     "metrics_port": "metrics.port",
     "worker_concurrency": "worker.concurrency",
     "worker_tags": "worker.tags",
+    "artifact_root": "artifacts.root",
+    "artifact_connection": "artifacts.connection",
 }
 
 # Sentences for engine settings whose field carries no description of its own.
 _SETTING_DOCS: dict[str, str] = {
-    "artifact_root": "Folder for step artifacts larger than inlineArtifactMax (the image sets "
-    "/var/lib/dirigent/artifacts, an emptyDir in the chart).",
     "enabled_unsafe_blocks": "Blocks allowed through the unsafe gate, e.g. [docker.run].",
     "inline_artifact_max": "Largest output kept inline in the database (bytes, or 64kb).",
     "poll_interval": "How often an idle worker looks for due attempts (30s, 500ms, seconds).",
@@ -65,7 +65,10 @@ _SETTING_DOCS: dict[str, str] = {
     "scheduler_misfire_grace": "A slot missed by less than this still fires late; older "
     "ones follow the schedule's misfire policy.",
     "scheduler_tick": "How often the scheduler looks for due slots.",
+    "scheduler_catch_up": "Slots one schedule may owe after an outage before the rest count as a misfire (fired once, from now).",
     "webhook_max_body": "Largest webhook request body accepted (bytes, or 1mb).",
+    "api_max_body": "Largest request body the REST API accepts (bytes, or 4mb); larger is 413.",
+    "api_token_audiences": "Audiences a bearer token for the REST API must be minted for (kubectl create token NAME --audience dirigent); empty accepts any.",
     "notification_max_attempts": "Deliveries of one notification before it fails for good.",
     "notification_backoff": "Wait before a failed notification delivery is retried.",
     "report_max_size": "Largest run report kept (bytes, or 256kb).",
@@ -153,6 +156,24 @@ class SecretKey(_Strict):
         "(openssl rand -base64 32).",
     )
     key: str = _f("secret-key", "Key inside that Secret.")
+
+
+class Artifacts(_Strict):
+    """Where step artifacts and storage scratch live, for every process (issue 32)."""
+
+    root: str = _f(
+        "",
+        "Where artifacts go (DIRIGENT_ARTIFACT_ROOT): an object-storage URI such as "
+        "s3://bucket/prefix, which every pod reads (a shared installation needs this); empty "
+        "means /var/lib/dirigent/artifacts, an emptyDir each pod has alone, for a single-pod "
+        "try only (the API cannot serve what a worker wrote there, nor can another worker read it).",
+    )
+    connection: str = _f(
+        "",
+        "A Connection in the release namespace (kind s3 for s3://) whose settings open the "
+        "root (DIRIGENT_ARTIFACT_CONNECTION); empty means the pods' ambient identity (the "
+        "AWS_* environment in extraEnv, or a web identity from the ServiceAccount annotations).",
+    )
 
 
 class ServiceMonitor(_Strict):
@@ -276,6 +297,30 @@ class Worker(Pod):
     pdb: Pdb = _f(Pdb(), "PodDisruptionBudget.")
 
 
+class Tenants(_Strict):
+    """The namespaces whose Pipelines run docker.run steps, and as whom (docs/security.md)."""
+
+    namespaces: list[str] = _f(
+        [],
+        "Tenant namespaces: each gets the worker's Role and a ServiceAccount for its Jobs (no "
+        "token mounted), so a Pipeline applied there runs docker.run with no hand-made RBAC; "
+        "empty (and no selector) means the release namespace.",
+    )
+    namespace_selector: dict[str, str] = _f(
+        {},
+        "Also serve every namespace carrying all these labels (read at install and upgrade: "
+        "a namespace labelled later is served from the next helm upgrade).",
+    )
+    job_service_account: str = _f(
+        "dirigent-job", "The ServiceAccount docker.run Jobs run as in each tenant namespace."
+    )
+    placement: dict[str, Any] = _f(
+        {},
+        "Entries of DIRIGENT_KUBE_PLACEMENT beyond the defaults, by namespace: namespace (an "
+        "execution namespace), namespaces, serviceAccount, serviceAccounts (docs/security.md).",
+    )
+
+
 class Migrations(Pod):
     enabled: bool = _f(True, "Run `dirigent migrate` as a pre-install / pre-upgrade hook Job.")
     backoff_limit: int = _f(3, "Retries of the migrate Job.", ge=0)
@@ -320,12 +365,14 @@ class Values(_Strict):
     crds: Crds = _f(Crds(), "CustomResourceDefinitions.")
     database: Database = _f(Database(), "PostgreSQL.")
     secret_key: SecretKey = _f(SecretKey(), "Key sealing connection secrets at rest.")
+    artifacts: Artifacts = _f(Artifacts(), "Artifact storage.")
     settings: Settings = _f(Settings(), "Engine settings for every process (DIRIGENT_*).")  # type: ignore[valid-type]
     metrics: Metrics = _f(Metrics(), "Prometheus metrics.")
     dashboards: Dashboards = _f(Dashboards(), "Grafana dashboards.")
     operator: Operator = _f(Operator(), "`dirigent operator`.")
     api: Api = _f(Api(), "`dirigent api`.")
     worker: Worker = _f(Worker(), "`dirigent worker`.")
+    tenants: Tenants = _f(Tenants(), "Tenant namespaces and their docker.run placement.")
     migrations: Migrations = _f(
         Migrations(
             resources={"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}}

@@ -8,6 +8,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from e2e.harness.s3 import ensure_weed, uses_s3
+from e2e.harness.s3 import s3_server as s3_server  # a real S3 server (SeaweedFS), per session
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # A cold build of weed takes minutes: here, before any test's timeout starts.
+    if uses_s3(session):
+        ensure_weed()
+
 
 @pytest.fixture
 async def _task_guard() -> AsyncIterator[None]:

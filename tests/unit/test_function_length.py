@@ -1,4 +1,4 @@
-"""No function in our packages runs past 80 lines (HOUSE_STYLE: functions under ~80 lines).
+"""No function in our packages runs past 80 lines (docs/house-style.md: functions under 80).
 
 A long function is split into named steps. The few still over the line are listed below
 with the issue that owns them, so the list only shrinks: remove an entry when its function
@@ -18,17 +18,18 @@ PACKAGES = [
     "api/src",
     "operator/src",
     "cli/src",
+    "storage/s3/src",
 ]
 LIMIT = 80
 KNOWN = {
     # (path, function): the issue that will split it
     # A migration is one schema step, read top to bottom beside its downgrade.
     (
-        "engine/src/dirigent/engine/store/migrations/versions/0001_baseline.py",
+        "engine/src/dirigent/engine/store/schema/migrations/versions/0001_baseline.py",
         "upgrade",
     ): "migration",
     (
-        "engine/src/dirigent/engine/store/migrations/versions/0006_triggers.py",
+        "engine/src/dirigent/engine/store/schema/migrations/versions/0006_triggers.py",
         "upgrade",
     ): "migration",
 }

@@ -88,12 +88,24 @@ app.kubernetes.io/component: {{ .component }}
       key: {{ .Values.secretKey.key }}
 - name: DIRIGENT_METRICS_PORT
   value: {{ $port | quote }}
+{{- with .Values.artifacts.root }}
+- name: DIRIGENT_ARTIFACT_ROOT
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.artifacts.connection }}
+- name: DIRIGENT_ARTIFACT_CONNECTION
+  value: {{ ternary . (printf "%s/%s" $.ctx.Release.Namespace .) (contains "/" .) | quote }}
+{{- end }}
 {{- range $key, $value := .Values.settings }}
 {{- if not (kindIs "invalid" $value) }}
 - name: DIRIGENT_{{ $key | snakecase | upper }}
   value: {{ include "dirigent.envValue" $value | quote }}
 {{- end }}
 {{- end }}
+- name: DIRIGENT_KUBE_INSTALLATION
+  value: {{ include "dirigent.installation" . | quote }}
+- name: DIRIGENT_KUBE_PLACEMENT
+  value: {{ include "dirigent.placement" . | quote }}
 - name: POD_NAME
   valueFrom:
     fieldRef:
@@ -168,4 +180,44 @@ annotations:
   {{- with .pod.podAnnotations }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
+{{- end -}}
+
+{{/* This release's identity on every Job it creates: two installations sharing a namespace
+     never adopt each other's Jobs. */}}
+{{- define "dirigent.installation" -}}
+{{- printf "%s.%s" .Release.Namespace .Release.Name | trunc 63 | trimSuffix "-" | trimSuffix "." -}}
+{{- end -}}
+
+{{/* The tenant namespaces, as a JSON list: tenants.namespaces, those matching
+     tenants.namespaceSelector (lookup, at install and upgrade), else the release namespace. */}}
+{{- define "dirigent.tenantNamespaces" -}}
+{{- $t := .Values.tenants | default dict -}}
+{{- $out := list -}}
+{{- range ($t.namespaces | default list) }}{{ $out = append $out . }}{{ end -}}
+{{- if $t.namespaceSelector -}}
+{{- $found := lookup "v1" "Namespace" "" "" -}}
+{{- range ($found.items | default list) -}}
+{{- $labels := .metadata.labels | default dict -}}
+{{- $match := true -}}
+{{- range $k, $v := $t.namespaceSelector }}{{ if ne (get $labels $k) $v }}{{ $match = false }}{{ end }}{{ end -}}
+{{- if $match }}{{ $out = append $out .metadata.name }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- if not $out }}{{ $out = list .Release.Namespace }}{{ end -}}
+{{- toJson (uniq $out) -}}
+{{- end -}}
+
+{{/* DIRIGENT_KUBE_PLACEMENT: every tenant namespace runs its Jobs there, as the job
+     ServiceAccount; tenants.placement adds to or overrides an entry. */}}
+{{- define "dirigent.placement" -}}
+{{- $t := .Values.tenants | default dict -}}
+{{- $account := $t.jobServiceAccount | default "dirigent-job" -}}
+{{- $placement := dict -}}
+{{- range (include "dirigent.tenantNamespaces" . | fromJsonArray) -}}
+{{- $_ := set $placement . (dict "serviceAccount" $account) -}}
+{{- end -}}
+{{- range $ns, $entry := ($t.placement | default dict) -}}
+{{- $_ := set $placement $ns (merge (deepCopy $entry) (get $placement $ns | default dict)) -}}
+{{- end -}}
+{{- toJson $placement -}}
 {{- end -}}

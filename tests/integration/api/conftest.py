@@ -1,80 +1,13 @@
-"""Fixtures for API tests: the engine on a fresh database, the app under a real uvicorn.
-
-Every request in these tests crosses a real TCP socket on loopback to a real uvicorn serving
-``create_app``; nothing is called in-process through the ASGI transport.
-"""
+"""Fixtures for API tests: the engine on a fresh database, the app under a real uvicorn."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from dirigent.api.app import create_app
-from dirigent.api.auth import StaticToken, StreamBudget
-from dirigent.api.client import Client
-from dirigent.api.metrics import ApiMetrics
-from dirigent.api.server import ApiServer
-from dirigent.api.streams import StreamSettings
-from dirigent.engine import Engine, EngineSettings
-from dirigent.engine.plugins import discover
-from dirigent.engine.store.pool import Database
-from tests.integration.engine.harness import Harness
-
-TOKEN = "test-token-" + "x" * 16
-SECRET_KEY = "0" * 64
-
-
-@dataclass
-class Api:
-    """A served API: its URL, a client holding the token, the engine harness behind it."""
-
-    server: ApiServer
-    client: Client
-    h: Harness
-    metrics: ApiMetrics
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-
-@contextlib.asynccontextmanager
-async def served(
-    url: str,
-    root: Path,
-    *,
-    streams: StreamBudget | None = None,
-    stream_settings: StreamSettings | None = None,
-) -> AsyncIterator[Api]:
-    settings = EngineSettings(
-        database_url=url,
-        artifact_root=root,
-        metrics_port=None,
-        secret_key=SECRET_KEY,  # type: ignore[arg-type]
-        enabled_unsafe_blocks=["testing.unsafe"],
-    )
-    database = await Database.connect(url, max_size=20)
-    engine = Engine(settings, database, discover())
-    metrics = ApiMetrics()
-    app = create_app(
-        engine,
-        auth=StaticToken(TOKEN),
-        metrics=metrics,
-        streams=streams,
-        stream_settings=stream_settings or StreamSettings(poll=0.1, lifetime=60),
-    )
-    server = ApiServer(app)
-    try:
-        await server.start()
-        async with Client(server.url, TOKEN) as client:
-            yield Api(server, client, Harness(engine, database.pool, url), metrics)
-    finally:
-        await server.stop()
-        await database.close()
+from tests.support.api import Api, served
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from dirigent.api.client import ApiError
-from tests.integration.api.conftest import TOKEN, Api
+from tests.support.api import TOKEN, Api
 
 PIPELINE = {
     "apiVersion": "dirigent.dev/v1alpha1",

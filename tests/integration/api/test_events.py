@@ -12,8 +12,8 @@ from dirigent.api.auth import StreamBudget
 from dirigent.api.client import StreamEvent
 from dirigent.api.streams import StreamSettings
 from dirigent.engine import Engine
-from tests.integration.api.conftest import TOKEN, Api, served
-from tests.waiting import eventually
+from tests.support.api import TOKEN, Api, served
+from tests.support.waiting import eventually
 
 SLOW_FAN_OUT = """
 apiVersion: dirigent.dev/v1alpha1
@@ -30,9 +30,9 @@ spec:
 async def engine_story(engine: Engine, run_id: int) -> list[str]:
     """Every event the engine holds for the run, in order, by cursor."""
     cursors: list[str] = []
-    end = await engine.run_end_cursor("default", run_id)
+    end = await engine.runs.end_cursor("default", run_id)
     assert end is not None
-    async for event in engine.subscribe(run_id=run_id, cursor=Engine.beginning()):
+    async for event in engine.events.subscribe(run_id=run_id, cursor=engine.events.beginning()):
         cursors.append(event.cursor)
         if event.cursor == end:
             return cursors
@@ -70,11 +70,11 @@ async def test_reconnecting_with_last_event_id_loses_nothing_and_repeats_nothing
     assert [e.event for e in received].count("end") == 1
 
 
-async def test_a_settled_run_replays_its_story_and_ends(api: Api, tmp_path: Path) -> None:
+async def test_a_finished_run_replays_its_story_and_ends(api: Api, tmp_path: Path) -> None:
     await api.client.apply("default", yaml.safe_load(SLOW_FAN_OUT % (tmp_path / "rec.log")))
     run = await api.client.run("default", "slow-fan", {"n": [1, 2]})
     async with api.h.workers(1):
-        assert await api.h.until_settled(run.run_id) == "succeeded"
+        assert await api.h.until_finished(run.run_id) == "succeeded"
     first = [e async for e in api.client.events("default", run.run_id)]
     assert first[0].event == "run" and first[-1].event == "end"
     statuses = [e.data["status"] for e in first if e.event == "run"]
@@ -155,10 +155,18 @@ async def many_followers(api: Api, tmp_path: Path) -> None:
 
     tasks = [asyncio.create_task(follow(None)) for _ in range(followers - droppers)]
     tasks += [asyncio.create_task(follow(11 + i)) for i in range(droppers)]
-    async with asyncio.timeout(30):
-        while len(connected) < followers:
-            assert not [t for t in tasks if t.done()], "a follower stopped before the run began"
-            await asyncio.sleep(0.02)
+
+    def connections() -> int:
+        assert not [t for t in tasks if t.done()], "a follower stopped before the run began"
+        return len(connected)
+
+    await eventually(
+        connections,
+        lambda n: n >= followers,
+        timeout=30,
+        every=0.02,
+        what=f"all {followers} followers connected",
+    )
     assert len(feeds) == 1  # one reading of the run, however many follow it
     async with api.h.workers(1, concurrency=2):
         results = await asyncio.gather(*tasks)
@@ -182,7 +190,7 @@ async def test_a_follower_resuming_before_the_shared_feed_reads_from_its_own_pos
     await api.client.apply("default", yaml.safe_load(SLOW_FAN_OUT % (tmp_path / "rec.log")))
     run = await api.client.run("default", "slow-fan", {"n": [1, 2, 3]})
     async with api.h.workers(1):
-        assert await api.h.until_settled(run.run_id) == "succeeded"
+        assert await api.h.until_finished(run.run_id) == "succeeded"
     whole = [e async for e in api.client.events("default", run.run_id)]
     middle = whole[len(whole) // 2]
     # A follower from the middle holds the run's shared feed, which starts there; one from

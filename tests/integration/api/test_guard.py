@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.api.conftest import Api
+from tests.support.api import Api
 
 
 async def test_an_api_test_runs_under_the_shared_guard(

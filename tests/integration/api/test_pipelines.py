@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from dirigent.api.client import ApiError
-from tests.integration.api.conftest import Api
+from tests.support.api import Api
 
 SIMPLE = """
 apiVersion: dirigent.dev/v1alpha1
@@ -71,7 +71,11 @@ async def test_a_connection_is_applied_with_the_secret_values_its_refs_name(api:
         "apiVersion": "dirigent.dev/v1alpha1",
         "kind": "Connection",
         "metadata": {"name": "c"},
-        "spec": {"type": "http", "secrets": {"password": {"name": "creds", "key": "pw"}}},
+        "spec": {
+            "type": "http",
+            "settings": {"url": "https://api.example.test"},
+            "secrets": {"password": {"name": "creds", "key": "pw"}},
+        },
     }
     with pytest.raises(ApiError) as refused:
         await api.client.apply("default", connection)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from dirigent.engine.views import encode_cursor
-from tests.integration.api.conftest import TOKEN, Api
+from dirigent.engine.shapes.views import encode_cursor
+from tests.support.api import TOKEN, Api
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

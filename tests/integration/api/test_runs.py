@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from dirigent.api.client import ApiError
-from dirigent.engine.manifests.loading import parse_manifest
-from tests.integration.api.conftest import TOKEN, Api
-from tests.waiting import eventually
+from dirigent.engine.shapes.manifests.loading import parse_manifest
+from tests.support.api import TOKEN, Api
+from tests.support.waiting import eventually
 
 FAN_OUT = """
 apiVersion: dirigent.dev/v1alpha1
@@ -43,15 +43,15 @@ async def apply(api: Api, text: str) -> None:
     await api.client.apply("default", yaml.safe_load(text))
 
 
-async def settle(api: Api, run_id: int) -> str:
-    return await api.h.until_settled(run_id)
+async def finish(api: Api, run_id: int) -> str:
+    return await api.h.until_finished(run_id)
 
 
 async def test_run_detail_folds_the_dag_and_grids_page_through_everything(api: Api) -> None:
     await apply(api, FAN_OUT)
     created = await api.client.run("default", "fan", {"n": list(range(7))})
     async with api.h.workers(1):
-        assert await settle(api, created.run_id) == "succeeded"
+        assert await finish(api, created.run_id) == "succeeded"
     detail = await api.client.get_run("default", created.run_id)
     steps = {s.step: s for s in detail.steps}
     assert list(steps) == ["each", "after"]
@@ -81,7 +81,7 @@ async def test_retry_of_a_failed_step_needs_a_key_and_happens_once(api: Api) -> 
     await apply(api, FLAKY)
     run = await api.client.run("default", "flaky")
     async with api.h.workers(1):
-        assert await settle(api, run.run_id) == "failed"
+        assert await finish(api, run.run_id) == "failed"
     no_key = await api.client.http.post(
         f"/api/v1/namespaces/default/runs/{run.run_id}/$retry", json={"step": "second"}
     )
@@ -94,13 +94,13 @@ async def test_retry_of_a_failed_step_needs_a_key_and_happens_once(api: Api) -> 
     again = await api.client.retry("default", run.run_id, "second", idempotency_key="r1")
     assert retried.created and not again.created and again.attempt_ids == retried.attempt_ids
     async with api.h.workers(1):
-        assert await settle(api, run.run_id) == "succeeded"
+        assert await finish(api, run.run_id) == "succeeded"
     with pytest.raises(ApiError) as not_failed:
         await api.client.retry("default", run.run_id, "second", idempotency_key="r2")
     assert not_failed.value.problem.status == 409
 
 
-async def test_cancel_settles_a_running_run(api: Api) -> None:
+async def test_cancel_finishes_a_running_run(api: Api) -> None:
     await apply(
         api,
         """
@@ -134,7 +134,7 @@ async def test_logs_page_and_follow_to_the_end(api: Api) -> None:
 
     follower = asyncio.create_task(follow())
     async with api.h.workers(1):
-        assert await settle(api, run.run_id) == "succeeded"
+        assert await finish(api, run.run_id) == "succeeded"
         assert await asyncio.wait_for(follower, 20) == "succeeded"
     logged = [line["message"] for line in await api.h.logs(run.run_id)]
     assert followed == logged and len(logged) >= 4
@@ -147,7 +147,7 @@ async def test_artifacts_list_and_stream_their_content(api: Api) -> None:
     await apply(api, FAN_OUT)
     run = await api.client.run("default", "fan", {"n": ["a", "b"]})
     async with api.h.workers(1):
-        assert await settle(api, run.run_id) == "succeeded"
+        assert await finish(api, run.run_id) == "succeeded"
     page = await api.client.list_artifacts("default", run.run_id)
     assert len(page.items) == 3 and {a.name for a in page.items} == {"output"}
     first = next(a for a in page.items if a.step == "each")
@@ -171,7 +171,7 @@ async def test_connections_never_show_a_secret(api: Api) -> None:
     )
     assert manifest is not None, problems
     secret = "hunter2-very-secret"
-    await api.h.engine.apply(manifest, "default", secret_values={"password": secret})
+    await api.h.engine.manifests.apply(manifest, "default", secret_values={"password": secret})
     listing = await api.client.list_connections("default")
     one = await api.client.get_connection("default", "store")
     assert one.secret_fields == ["password"] and one.settings == {"url": "https://example.invalid"}
@@ -196,6 +196,12 @@ async def test_catalog_workers_and_system_info(api: Api) -> None:
         )
         workers = listed.items
     assert workers[0].status == "active"
+    schemes = await api.client.list_storage_schemes()
+    assert [(s.scheme, s.plugin, s.connection_kind) for s in schemes] == [
+        ("file", "engine", None),
+        ("s3", "s3", "s3"),  # the dirigent-storage-s3 distribution, installed in the workspace
+    ]
     info = await api.client.system_info()
     assert info.blocks == len(blocks) and info.schema_revision
+    assert info.storage_schemes == ["file", "s3"]
     assert info.enabled_unsafe_blocks == ["testing.unsafe"]

@@ -2,24 +2,24 @@
 breaks its own schema, every refusal a documented Problem.
 
 The API runs as a real ``dirigent api`` process (static token) on a migrated database with a
-pipeline and a settled run in it, so generated requests reach real rows as well as misses.
+pipeline and a finished run in it, so generated requests reach real rows as well as misses.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import DatabaseFactory
+from tests.support.postgres import DatabaseFactory
+from tests.support.servers import free_port
+from tests.support.waiting import wait_until
 
 # One xdist worker runs the module: its API server (a module fixture) starts once, not per worker.
 pytestmark = pytest.mark.xdist_group("api-schema")
@@ -34,25 +34,18 @@ PIPELINE = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_ready(url: str, process: subprocess.Popen[bytes], deadline: float) -> None:
-    while time.monotonic() < deadline:
+def _wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float) -> None:
+    def ready() -> int | str:
         if process.poll() is not None:
             raise RuntimeError(
                 f"dirigent api exited: {process.stderr.read() if process.stderr else b''!r}"
             )
         try:
-            if httpx.get(f"{url}/health/ready", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise TimeoutError("dirigent api did not become ready")
+            return httpx.get(f"{url}/health/ready", timeout=1).status_code
+        except httpx.TransportError as err:
+            return repr(err)
+
+    wait_until(ready, lambda answer: answer == 200, timeout=timeout, what="dirigent api ready")
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +53,7 @@ def api_url(
     database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     db_url = database_factory.create()
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "DIRIGENT_DATABASE_URL": db_url,
@@ -73,7 +66,7 @@ def api_url(
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(url, process, time.monotonic() + 60)
+        _wait_ready(url, process, timeout=60)
         _seed(url)
         yield url
     finally:

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from dirigent.api.client import ApiError
-from dirigent.engine.manifests.loading import parse_manifest
-from tests.integration.api.conftest import TOKEN, Api
+from dirigent.engine.shapes.manifests.loading import parse_manifest
+from tests.support.api import TOKEN, Api
 
 HOOK_TOKEN = "hook-" + "f00dfeed" * 6
 PIPELINE = {
@@ -41,7 +41,7 @@ async def test_hooks_are_mounted_at_the_root_and_reads_show_no_token(api: Api) -
     assert (plan.kind, plan.action) == ("Schedule", "created")
     manifest, problems = parse_manifest(WEBHOOK)
     assert manifest is not None, problems
-    await api.h.engine.apply(manifest, "default", secret_values={"token": HOOK_TOKEN})
+    await api.h.engine.manifests.apply(manifest, "default", secret_values={"token": HOOK_TOKEN})
 
     async with httpx.AsyncClient(base_url=api.url) as http:  # no bearer: the token is the key
         accepted = await http.post(f"/hooks/{HOOK_TOKEN}", json={"id": 7})
@@ -95,7 +95,9 @@ async def test_schedules_and_webhooks_are_listed_by_name_in_pages_per_namespace(
         manifest, problems = parse_manifest({**WEBHOOK, "metadata": {"name": name}})
         assert manifest is not None, problems
         tokens[name] = f"hook-{i}-" + "0123abcd" * 6
-        await api.h.engine.apply(manifest, "default", secret_values={"token": tokens[name]})
+        await api.h.engine.manifests.apply(
+            manifest, "default", secret_values={"token": tokens[name]}
+        )
 
     first = await api.client.list_schedules("default", limit=2)
     assert [s.name for s in first.items] == names[:2] and first.next is not None
@@ -129,7 +131,7 @@ async def test_the_pipeline_listing_counts_each_pipelines_schedules_and_webhooks
         await api.client.apply("default", yaml.safe_load(SCHEDULE.replace("nightly", name)))
     manifest, problems = parse_manifest(WEBHOOK)
     assert manifest is not None, problems
-    await api.h.engine.apply(manifest, "default", secret_values={"token": HOOK_TOKEN})
+    await api.h.engine.manifests.apply(manifest, "default", secret_values={"token": HOOK_TOKEN})
     await api.client.apply("other", PIPELINE)
     await api.client.apply("other", yaml.safe_load(SCHEDULE))
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 import json
+import logging
 import socket
 from collections.abc import Iterator
 from email import message_from_bytes
 from typing import Any
 
 import pytest
+import structlog
 from aiohttp import web
 from aiosmtpd.controller import Controller
 from pydantic import SecretStr
@@ -30,9 +33,10 @@ from dirigent.blocks.connections import (
     WebhookConnectionKind,
 )
 from dirigent.blocks.notifiers import EmailNotifier, LogNotifier, SlackNotifier, WebhookNotifier
-from dirigent.engine.store.pool import asyncpg_dsn
+from dirigent.engine import configure_logging
 from dirigent.sdk import BlockFailure, ErrorClass, NotificationMessage
-from tests.integration.blocks.conftest import Server
+from tests.support.postgres import plain_dsn
+from tests.support.servers import Server
 
 ALERT = NotificationMessage(
     event="run_failed",
@@ -143,8 +147,43 @@ async def test_slack_notifier_posts_text_and_raises_on_refusal(server: Server) -
     assert failed.value.error_class is ErrorClass.REJECTED
 
 
-async def test_log_notifier_needs_nothing() -> None:
-    await LogNotifier().send(ALERT, LogNotifier.config_model.model_validate({}))
+@pytest.fixture
+def process_logging() -> Iterator[None]:
+    """Restores the process's logging after a test that configured it as a process does."""
+    root = logging.getLogger()
+    handlers, level, config = root.handlers[:], root.level, structlog.get_config()
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        structlog.configure(**config)
+
+
+@pytest.mark.parametrize("level", [None, "info", "warning", "error"])
+async def test_log_notifier_writes_the_alert_as_one_line_of_the_process_log(
+    level: str | None, capsys: pytest.CaptureFixture[str], process_logging: None
+) -> None:
+    # The worker's logging as a `dirigent worker` in a container configures it (JSON), on the
+    # stderr this test captures.
+    configure_logging("json")
+    config = LogNotifier.config_model.model_validate({"level": level} if level else {})
+    await LogNotifier().send(ALERT, config)  # needs nothing: no connection, no credential
+    [line] = capsys.readouterr().err.splitlines()
+    record = json.loads(line)
+    written_at = dt.datetime.fromisoformat(record.pop("timestamp"))
+    assert written_at.utcoffset() == dt.timedelta(0)
+    assert abs(dt.datetime.now(dt.UTC) - written_at) < dt.timedelta(minutes=1)
+    assert record == {
+        "event": "nightly failed",
+        "event_kind": "run_failed",
+        "body": "step load failed: 503",
+        "namespace": "data",
+        "pipeline": "nightly",
+        "run_id": 7,
+        "level": level or "warning",
+        "logger": "dirigent.notify",
+    }
 
 
 async def test_http_webhook_and_slack_checks(server: Server) -> None:
@@ -177,24 +216,21 @@ async def test_http_webhook_and_slack_checks(server: Server) -> None:
 
 
 async def test_postgres_check_runs_select_one(db_url: str) -> None:
-    dsn = asyncpg_dsn(db_url)
+    dsn = plain_dsn(db_url)
     assert (await PostgresConnectionKind().check(PostgresConnection(dsn=SecretStr(dsn)))).ok
     wrong = dsn.rsplit("/", 1)[0] + "/no_such_database"
     assert not (await PostgresConnectionKind().check(PostgresConnection(dsn=SecretStr(wrong)))).ok
 
 
-async def test_kubernetes_check_reports_an_unreachable_api_server(tmp_path: Any) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        """apiVersion: v1
+async def test_kubernetes_check_reports_an_unreachable_api_server() -> None:
+    kubeconfig = """apiVersion: v1
 kind: Config
 clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]
 users: [{name: u, user: {token: t}}]
 contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 """
-    )
     report = await KubernetesConnectionKind().check(
-        KubernetesConnection(kubeconfigPath=str(kubeconfig))
+        KubernetesConnection(kubeconfig=SecretStr(kubeconfig))
     )
     assert not report.ok and "unreachable" in (report.message or "")

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from dirigent.blocks.timing import WindowConfig, window_state
-from dirigent.engine.problems import ProblemsError
+from dirigent.engine.shapes.problems import ProblemsError
 from tests.integration.blocks.test_http import pipeline, run_one
-from tests.integration.engine.harness import Harness
-from tests.waiting import eventually, until
+from tests.support.harness import Harness
+from tests.support.waiting import eventually
 
 UNSAFE = frozenset({"shell.run"})
 
@@ -32,7 +32,7 @@ async def test_shell_run_keeps_tails_and_stores_whole_streams(h: Harness) -> Non
     )
     run_id = await start(h, "sh")
     async with h.workers(1, enabled_unsafe=UNSAFE):
-        assert await h.until_settled(run_id) == "succeeded"
+        assert await h.until_finished(run_id) == "succeeded"
     [sh] = await h.attempts(run_id)
     out = sh["output"]
     assert out["exit_code"] == 0
@@ -48,7 +48,7 @@ async def test_shell_run_fails_with_the_exit_code(h: Harness) -> None:
     )
     run_id = await start(h, "sh")
     async with h.workers(1, enabled_unsafe=UNSAFE):
-        assert await h.until_settled(run_id) == "failed"
+        assert await h.until_finished(run_id) == "failed"
     [sh] = await h.attempts(run_id)
     assert sh["error_code"] == "shell.exit"
     assert sh["error_params"]["exit_code"] == 3
@@ -65,14 +65,14 @@ def _alive(pid: int) -> bool:
 
 async def _pid_gone(pid: int, timeout: float = 10.0) -> bool:
     try:
-        await until(lambda: not _alive(pid), timeout=timeout, what=f"process {pid} gone")
+        await eventually(lambda: not _alive(pid), timeout=timeout, what=f"process {pid} gone")
     except AssertionError:
         return False
     return True
 
 
 async def _read_pid(path: Path, timeout: float = 10.0) -> int:
-    await until(
+    await eventually(
         lambda: path.exists() and path.read_text().strip(),
         timeout=timeout,
         what="the command started",
@@ -94,7 +94,7 @@ async def test_a_timeout_kills_the_whole_process_group(h: Harness, tmp_path: Pat
     run_id = await start(h, "sh")
     async with h.workers(1, enabled_unsafe=UNSAFE):
         grandchild = await _read_pid(pidfile)
-        assert await h.until_settled(run_id) == "failed"
+        assert await h.until_finished(run_id) == "failed"
         assert await _pid_gone(grandchild), "the background sleep outlived the step's timeout"
     [sh] = await h.attempts(run_id)
     assert sh["error_code"] == "engine.step.timeout"
@@ -111,7 +111,7 @@ async def test_cancelling_the_run_kills_the_command(h: Harness, tmp_path: Path) 
     run_id = await start(h, "sh")
     async with h.workers(1, enabled_unsafe=UNSAFE, heartbeat=dt.timedelta(milliseconds=200)):
         pid = await _read_pid(pidfile)
-        await h.engine.cancel_run(h.namespace, run_id, reason="test")
+        await h.engine.runs.cancel(h.namespace, run_id, reason="test")
         assert await _pid_gone(pid), "the command outlived the cancelled run"
     assert await h.status(run_id) == "cancelled"
 
@@ -160,7 +160,7 @@ async def test_a_pipeline_starting_itself_is_stopped_by_the_depth_guard(h: Harne
     )
     run = await h.run("loop")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id, timeout=30) == "failed"
+        assert await h.until_finished(run.run_id, timeout=30) == "failed"
     runs = await h.fetchval("SELECT count(*) FROM runs")
     assert runs == 3
     deepest = await h.fetchval("SELECT error_code FROM step_attempts ORDER BY id DESC LIMIT 1")
@@ -188,7 +188,7 @@ async def test_cancelling_the_parent_cancels_the_child(h: Harness) -> None:
             timeout=10,
             what="the parent's call waiting",
         )
-        await h.engine.cancel_run(h.namespace, run.run_id, reason="test")
+        await h.engine.runs.cancel(h.namespace, run.run_id, reason="test")
     child = await h.fetchval("SELECT id FROM runs WHERE parent_run_id = $1", run.run_id)
     assert await h.status(child) == "cancelled"
 

@@ -10,9 +10,9 @@ import json
 import pytest
 from aiohttp import web
 
-from dirigent.engine.problems import ProblemsError
-from tests.integration.blocks.conftest import Server
-from tests.integration.engine.harness import Harness
+from dirigent.engine.shapes.problems import ProblemsError
+from tests.support.harness import Harness
+from tests.support.servers import Server
 
 
 def pipeline(name: str, steps: str) -> str:
@@ -42,7 +42,7 @@ async def run_one(
 ) -> tuple[str, list[dict[str, object]]]:
     run = await h.run(name, params)
     async with h.workers(1, heartbeat=dt.timedelta(milliseconds=200)):
-        status = await h.until_settled(run.run_id)
+        status = await h.until_finished(run.run_id)
     return status, await h.attempts(run.run_id)
 
 

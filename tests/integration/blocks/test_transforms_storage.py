@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dirigent.engine.problems import ProblemsError
+from dirigent.engine.shapes.problems import ProblemsError
 from tests.integration.blocks.test_http import pipeline, run_one
-from tests.integration.engine.harness import Harness
+from tests.support.harness import Harness
 
 
 async def test_transform_map_and_filter_read_an_upstream_output(h: Harness) -> None:
@@ -63,7 +63,7 @@ async def test_map_refuses_a_non_list_as_rejected(h: Harness) -> None:
 
 
 async def test_write_read_copy_list_and_exists_move_objects_under_the_root(h: Harness) -> None:
-    root = h.storage.root_uri
+    root = h.storage.namespace_root(h.namespace)
     await h.apply(
         pipeline(
             "files",
@@ -110,9 +110,41 @@ async def test_a_uri_outside_the_root_is_refused(h: Harness) -> None:
 
 
 async def test_reading_a_missing_object_is_rejected(h: Harness) -> None:
-    root = h.storage.root_uri
+    root = h.storage.namespace_root(h.namespace)
     await h.apply(
         pipeline("missing", f"    r: {{block: storage.read, config: {{uri: '{root}/nope'}}}}")
     )
     status, [r] = await run_one(h, "missing")
     assert (status, r["error_code"]) == ("failed", "storage.not_found")
+
+
+async def test_a_step_cannot_reach_another_namespaces_artifacts(h: Harness) -> None:
+    h.namespace = "team-b"
+    await h.apply(
+        pipeline(
+            "keep",
+            "    w: {block: storage.write, config: {uri: '${run.scratch}/data.json', value: 42}}",
+        )
+    )
+    status, [w] = await run_one(h, "keep")
+    assert status == "succeeded", w
+    theirs = w["output"]["uri"]
+    assert theirs.startswith(h.storage.namespace_root("team-b") + "/runs/")
+    h.namespace = "team-a"
+    root = h.storage.root_uri
+    await h.apply(
+        pipeline(
+            "reach",
+            f"""    read: {{block: storage.read, config: {{uri: '{theirs}'}}}}
+    overwrite: {{block: storage.write, config: {{uri: '{theirs}', value: 0}}}}
+    copy: {{block: storage.copy, config: {{source: '{theirs}', target: '${{artifacts}}/x'}}}}
+    list: {{block: storage.list, config: {{pattern: '{root}/**.json'}}}}
+    up: {{block: storage.read, config: {{uri: '${{artifacts}}/../team-b/runs/1/data.json'}}}}""",
+        )
+    )
+    status, attempts = await run_one(h, "reach")
+    assert status == "failed"
+    for a in attempts:
+        assert (a["error_class"], a["error_code"]) == ("rejected", "storage.refused"), a
+        assert "namespace team-a's artifacts" in a["error_message"], a
+    assert await h.storage.read_bytes(theirs) == b"42"

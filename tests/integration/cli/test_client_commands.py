@@ -15,14 +15,15 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.cli.test_dev import EXAMPLES, Dev, free_port, state  # noqa: F401
+from tests.support.dev import EXAMPLES, Dev
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.integration
 TOKEN = "client-token-0123456789"
 
 
 @pytest.fixture
-def server(tmp_path: Path, state: Path) -> Iterator[dict[str, str]]:  # noqa: F811
+def server(tmp_path: Path, state: Path) -> Iterator[dict[str, str]]:
     folder = tmp_path / "served"
     folder.mkdir()
     dev = Dev(folder, state, free_port(), TOKEN)

@@ -17,7 +17,8 @@ import httpx
 import pytest
 import yaml
 
-from tests.integration.cli.test_dev import EXAMPLES, Dev, free_port
+from tests.support.dev import EXAMPLES, Dev
+from tests.support.servers import free_port
 
 # One xdist worker runs the module: its `dirigent dev` (a module fixture) starts once.
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("client-server-run")]

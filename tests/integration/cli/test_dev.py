@@ -3,104 +3,24 @@ records read line by line, the folder edited underneath it."""
 
 from __future__ import annotations
 
-import json
-import os
-import queue
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
+from tests.support.dev import EXAMPLES, Dev, Record
+from tests.support.servers import free_port
+from tests.support.waiting import wait_until
+
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[3]
-EXAMPLES = ROOT / "examples"
-Record = dict[str, Any]
 
 SECRET = """apiVersion: v1
 kind: Secret
 metadata: {name: modelling-api}
 stringData: {token: s3cret}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class Dev:
-    """A running ``dirigent dev``; ``expect`` waits for a record with a deadline."""
-
-    def __init__(self, folder: Path, state: Path, port: int, token: str, *extra: str) -> None:
-        self.port = port
-        command = [sys.executable, "-m", "dirigent.cli", "dev", str(folder), "--state", str(state)]
-        command += ["--port", str(port), "--token", token, "--output", "json", *extra]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DIRIGENT_")}
-        self.process = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=folder.parent,
-            env=env,
-        )
-        self.records: queue.Queue[Record] = queue.Queue()
-        self.seen: list[Record] = []
-        self.stderr: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self._read_err, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.records.put(json.loads(line))
-
-    def _read_err(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.stderr.append(line)
-
-    def expect(self, match: Callable[[Record], bool], timeout: float = 120.0) -> Record:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                record = self.records.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            self.seen.append(record)
-            if match(record):
-                return record
-        raise AssertionError(
-            f"no matching record within {timeout}s; seen {self.seen}; stderr {''.join(self.stderr)}"
-        )
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=60)
-
-
-@pytest.fixture
-def state() -> Iterator[Path]:
-    """The state folder, outside pytest's tree: that is 0700 and reset by every pytest session
-    (other processes' too), and the embedded server runs as an unprivileged user when we are
-    root, so it must be able to reach its data for the whole test."""
-    outside = Path(tempfile.mkdtemp(prefix="dirigent-dev-test-"))
-    outside.chmod(0o755)
-    yield outside / ".dirigent"
-    shutil.rmtree(outside, ignore_errors=True)
 
 
 @pytest.fixture
@@ -190,16 +110,14 @@ def test_the_api_answers_only_once_the_folder_is_in_force(folder: Path, state: P
     dev = Dev(folder, state, port, "dev-token-0123456789")
     try:
         # A script waiting for the API to answer, then listing at once ...
-        deadline = time.monotonic() + 120
-        while True:
+        def ready() -> bool:
             assert dev.process.poll() is None, "".join(dev.stderr)
-            assert time.monotonic() < deadline, "the API never answered"
             try:
-                if httpx.get(f"http://127.0.0.1:{port}/health/ready", timeout=1).is_success:
-                    break
+                return httpx.get(f"http://127.0.0.1:{port}/health/ready", timeout=1).is_success
             except httpx.TransportError:
-                pass
-            time.sleep(0.02)
+                return False
+
+        wait_until(ready, timeout=120, every=0.02, what="the API answering /health/ready")
         listing = httpx.get(
             f"http://127.0.0.1:{port}/api/v1/namespaces/default/pipelines",
             params={"limit": 500},

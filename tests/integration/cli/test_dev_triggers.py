@@ -7,14 +7,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.integration.cli.test_dev import Dev, Record, free_port, state  # noqa: F401
+from tests.support.dev import Dev, Record
+from tests.support.servers import free_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +52,7 @@ stringData: {{key: {HMAC_KEY}}}
 
 
 @pytest.fixture
-def dev(tmp_path: Path, state: Path) -> Iterator[Dev]:  # noqa: F811
+def dev(tmp_path: Path, state: Path) -> Iterator[Dev]:
     folder = tmp_path / "manifests"
     folder.mkdir()
     (folder / "triggers.yaml").write_text(FOLDER)
@@ -62,11 +63,7 @@ def dev(tmp_path: Path, state: Path) -> Iterator[Dev]:  # noqa: F811
 
 def waited(probe: Callable[[], list[Record]], *, what: str, timeout: float = 60) -> list[Record]:
     """``probe`` until it finds something, or fail at the deadline with its last answer."""
-    deadline = time.monotonic() + timeout
-    while not (found := probe()):
-        assert time.monotonic() < deadline, f"{what}: nothing within {timeout}s"
-        time.sleep(0.2)
-    return found
+    return wait_until(probe, timeout=timeout, every=0.2, what=what)
 
 
 def runs(url: str, **query: str) -> list[Record]:
@@ -81,7 +78,7 @@ def runs(url: str, **query: str) -> list[Record]:
     return items
 
 
-def test_a_schedule_fires_and_a_minted_webhook_token_starts_a_run(dev: Dev, state: Path) -> None:  # noqa: F811
+def test_a_schedule_fires_and_a_minted_webhook_token_starts_a_run(dev: Dev, state: Path) -> None:
     minted = dev.expect(lambda r: r["kind"] == "token")
     ready = dev.expect(lambda r: r["kind"] == "ready")
     url = ready["url"]

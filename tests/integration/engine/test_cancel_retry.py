@@ -1,4 +1,4 @@
-"""Cancellation and manual retry."""
+"""Cancellation and manual retry, through the door (``engine.runs.cancel`` and ``retry``)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from dirigent.engine.problems import ProblemsError
-from dirigent.engine.runtime.cancelling import cancel_run
-from dirigent.engine.store.pool import in_transaction
-from dirigent.engine.store.retrying import retry_step
-from tests.integration.engine.harness import Harness
-from tests.waiting import eventually, until
+from dirigent.engine import ProblemsError
+from tests.support.harness import Harness
+from tests.support.waiting import eventually
 
 
-async def test_cancel_settles_everything_in_one_go_and_tells_remote_work(
+async def test_cancel_finishes_everything_in_one_go_and_tells_remote_work(
     h: Harness, tmp_path: Path
 ) -> None:
     log = tmp_path / "rec.log"
@@ -32,7 +29,7 @@ spec:
     async with h.workers(1, heartbeat=__import__("datetime").timedelta(milliseconds=200)) as [
         worker
     ]:
-        await until(
+        await eventually(
             lambda: log.exists() and (tmp_path / "events.log").exists(),
             what="busy started and the remote job submitted",
         )
@@ -41,20 +38,13 @@ spec:
             lambda status: status == "waiting",
             what="the remote attempt waiting",
         )
-        told = await cancel_run(
-            h.pool,
-            run.run_id,
-            reason="operator asked",
-            catalog=h.catalog,
-            storage=h.storage,
-            versions=h.versions,
-        )
+        told = await h.cancel(run.run_id, reason="operator asked")
         assert told == 1
         assert await h.status(run.run_id) == "cancelled"
         statuses = {a["step"]: a["status"] for a in await h.attempts(run.run_id)}
         assert statuses == {"remote": "cancelled", "busy": "cancelled", "later": "cancelled"}
         # The worker holding `busy` notices at its next heartbeat and stops the block call.
-        await until(lambda: not worker._tasks, timeout=10, what="the busy call stopped")
+        await eventually(lambda: not worker._tasks, timeout=10, what="the busy call stopped")
     assert "cancel" in [ln.split()[0] for ln in (tmp_path / "events.log").read_text().splitlines()]
     assert [ln.split()[0] for ln in log.read_text().splitlines()] == ["start"]  # never finished
     assert await h.status(run.run_id) == "cancelled"  # the abandoned call recorded nothing
@@ -79,26 +69,16 @@ async def test_manual_retry_resumes_from_the_failed_step_only(h: Harness, tmp_pa
     await h.apply(FLAKY % log)
     run = await h.run("m")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
         assert await h.steps(run.run_id) == {
             "first": "succeeded",
             "second": "failed",
             "third": "upstream_failed",
         }
-        retried = await in_transaction(
-            h.pool,
-            lambda c: retry_step(
-                c, run.run_id, "second", idempotency_key="k1", versions=h.versions
-            ),
-        )
-        again = await in_transaction(
-            h.pool,
-            lambda c: retry_step(
-                c, run.run_id, "second", idempotency_key="k1", versions=h.versions
-            ),
-        )
+        retried = await h.retry(run.run_id, "second", "k1")
+        again = await h.retry(run.run_id, "second", "k1")
         assert again.attempt_ids == retried.attempt_ids and not again.created
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     second = await h.attempts(run.run_id, "second")
     assert [(a["number"], a["kind"], a["status"]) for a in second] == [
         (1, "automatic", "failed"),
@@ -123,12 +103,9 @@ spec:
 """)
     run = await h.run("m2")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
-        await in_transaction(
-            h.pool,
-            lambda c: retry_step(c, run.run_id, "bad", idempotency_key="once", versions=h.versions),
-        )
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
+        await h.retry(run.run_id, "bad", "once")
+        assert await h.until_finished(run.run_id) == "failed"
     attempts = await h.attempts(run.run_id, "bad")
     assert [a["kind"] for a in attempts] == ["automatic"] * 5 + ["manual"]
 
@@ -148,17 +125,12 @@ spec:
         (tmp_path / f"ok-{n}").touch()
     run = await h.run("items")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "completed_with_errors"
+        assert await h.until_finished(run.run_id) == "completed_with_errors"
         for n in (3, 4):
             (tmp_path / f"ok-{n}").touch()
-        retried = await in_transaction(
-            h.pool,
-            lambda c: retry_step(
-                c, run.run_id, "each", idempotency_key="items", versions=h.versions
-            ),
-        )
+        retried = await h.retry(run.run_id, "each", "items")
         assert len(retried.attempt_ids) == 2
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     manual = [a["item_index"] for a in await h.attempts(run.run_id) if a["kind"] == "manual"]
     assert manual == [2, 3]
     counts = await h.fetchval(
@@ -180,16 +152,13 @@ spec:
 """)
     run = await h.run("ok")
     async with h.workers(1):
-        await h.until_settled(run.run_id)
+        await h.until_finished(run.run_id)
     with pytest.raises(ProblemsError) as refused:
-        await in_transaction(
-            h.pool,
-            lambda c: retry_step(c, run.run_id, "fine", idempotency_key="x", versions=h.versions),
-        )
+        await h.retry(run.run_id, "fine", "x")
     assert refused.value.problems[0].code == "retry.step.not_failed"
 
 
-async def test_manual_retry_of_a_fail_fast_fan_out_settles_and_counters_match_rows(
+async def test_manual_retry_of_a_fail_fast_fan_out_finishes_and_counters_match_rows(
     h: Harness, tmp_path: Path
 ) -> None:
     await h.apply(f"""
@@ -203,7 +172,7 @@ spec:
 """)
     run = await h.run("fast")
     async with h.workers(1, concurrency=1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
         counts = await h.fetchval(
             "SELECT row(items_failed, items_cancelled)::text FROM run_steps "
             "WHERE run_id = $1 AND step = 'each'",
@@ -212,12 +181,9 @@ spec:
         assert counts == "(1,3)", "FailFast counts the items it cancelled"
         for n in (1, 2, 3, 4):
             (tmp_path / f"ok-{n}").touch()
-        retried = await in_transaction(
-            h.pool,
-            lambda c: retry_step(c, run.run_id, "each", idempotency_key="k", versions=h.versions),
-        )
+        retried = await h.retry(run.run_id, "each", "k")
         assert len(retried.attempt_ids) == 4
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     assert await h.steps(run.run_id) == {"each": "succeeded", "after": "succeeded"}
 
 
@@ -232,30 +198,23 @@ spec:
 """
 
 
-async def _retry(h: Harness, run_id: int, step: str, key: str) -> object:
-    return await in_transaction(
-        h.pool,
-        lambda c: retry_step(c, run_id, step, idempotency_key=key, versions=h.versions),
-    )
-
-
 async def test_a_retry_key_is_exact_per_run_and_a_reused_key_is_refused(h: Harness) -> None:
     await h.apply(TWO_FAILURES)
     run = await h.run("keys")
     other = await h.run("keys")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
-        assert await h.until_settled(other.run_id) == "failed"
-    first = await _retry(h, run.run_id, "a", "a-1")
+        assert await h.until_finished(run.run_id) == "failed"
+        assert await h.until_finished(other.run_id) == "failed"
+    first = await h.retry(run.run_id, "a", "a-1")
     # A key holding LIKE wildcards is matched exactly: it is a new request, not "a-1" again.
-    wild = await _retry(h, run.run_id, "b", "a%")
-    assert wild.created and wild.attempt_ids != first.attempt_ids  # type: ignore[attr-defined]
+    wild = await h.retry(run.run_id, "b", "a%")
+    assert wild.created and wild.attempt_ids != first.attempt_ids
     # The same key on another run is that run's own key.
-    elsewhere = await _retry(h, other.run_id, "a", "a-1")
-    assert elsewhere.created  # type: ignore[attr-defined]
+    elsewhere = await h.retry(other.run_id, "a", "a-1")
+    assert elsewhere.created
     # The same key for another step of the same run is refused, not answered with a's attempts.
     with pytest.raises(ProblemsError) as refused:
-        await _retry(h, other.run_id, "b", "a-1")
+        await h.retry(other.run_id, "b", "a-1")
     assert refused.value.problems[0].code == "retry.idempotency_key.reused"
     stored = await h.fetchval(
         "SELECT array_agg(DISTINCT idempotency_key ORDER BY idempotency_key) FROM step_attempts "
@@ -277,10 +236,10 @@ spec:
 """)
     run = await h.run("reopen")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
         assert (await h.steps(run.run_id))["second"] == "upstream_failed"
-        await _retry(h, run.run_id, "first", "again")
-        assert await h.until_settled(run.run_id) == "failed"
+        await h.retry(run.run_id, "first", "again")
+        assert await h.until_finished(run.run_id) == "failed"
     second = await h.attempts(run.run_id, "second")
     assert [(a["number"], a["kind"], a["status"]) for a in second] == [
         (1, "automatic", "failed"),

@@ -1,9 +1,13 @@
-"""A fan-out's items are counted without its run's lock; the step they end is settled after.
+"""A fan-out's items are counted without its run's lock; the step they end is finished after.
 
 ``store/counting.py``: a batch of item outcomes that do not retry is one statement in
 autocommit, so workers counting items of one wide fan-out never queue on its run row; the
-batch that ends the step settles it in a second transaction under the run lock, and the
-sweeper settles a step whose counting process died before that.
+batch that ends the step records it in a second transaction under the run lock, and the
+sweeper records a step whose counting process died before that.
+
+A test of the store's ``transactions.counting`` (and ``runtime.recording``) itself: it calls
+them below the door, with claims and connections of its own, to stage the interleavings
+(a row held, a worker gone between two transactions) no door can.
 """
 
 from __future__ import annotations
@@ -14,13 +18,12 @@ import datetime as dt
 import asyncpg
 import pytest
 
-from dirigent.engine.attempts import Outcome, Parking
 from dirigent.engine.runtime import recording
-from dirigent.engine.store import claims, counting
+from dirigent.engine.shapes.attempts import Outcome, Parking
 from dirigent.engine.store.pool import Connection, connect
-from tests.integration.engine.conftest import counter_drift
-from tests.integration.engine.harness import Harness
-from tests.waiting import eventually
+from dirigent.engine.store.transactions import claims, counting
+from tests.support.harness import Harness, counter_drift
+from tests.support.waiting import eventually
 
 FAN_OUT = """
 apiVersion: dirigent.dev/v1alpha1
@@ -44,7 +47,7 @@ async def counters(h: Harness, run_id: int) -> tuple[str, int]:
 
 async def test_items_are_counted_while_another_transaction_holds_their_run(h: Harness) -> None:
     """With the run row held, every item is still counted (the old outcome transaction
-    waited for that row first, so none could be); only settling the step waits for it."""
+    waited for that row first, so none could be); only finishing the step waits for it."""
     await h.apply(FAN_OUT % list(range(40)))
     run = await h.run("fan")
     holder = await connect(h.url)
@@ -58,9 +61,9 @@ async def test_items_are_counted_while_another_transaction_holds_their_run(h: Ha
                 lambda c: c[1] == 40,
                 what="all 40 items counted while the run row is held",
             )
-            assert counted == ("running", 40)  # settling the step waits for the run row
+            assert counted == ("running", 40)  # recording the step waits for the run row
             await tx.rollback()
-            assert await h.until_settled(run.run_id) == "succeeded"
+            assert await h.until_finished(run.run_id) == "succeeded"
     finally:
         await holder.close()
     assert await h.steps(run.run_id) == {"each": "succeeded", "after": "succeeded"}
@@ -103,15 +106,15 @@ async def test_the_step_counter_is_locked_only_after_the_rest_is_written(h: Harn
     assert await counters(h, run.run_id) == ("running", 2)
 
 
-async def test_a_step_counted_but_never_settled_is_settled_by_the_sweeper(h: Harness) -> None:
-    """A worker that dies between counting the last items and settling their step leaves
-    the step running with its counters full; a sweeper pass settles it and the run goes on."""
+async def test_a_step_counted_but_never_finished_is_finished_by_the_sweeper(h: Harness) -> None:
+    """A worker that dies between counting the last items and recording their step leaves
+    the step running with its counters full; a sweeper pass records it and the run goes on."""
     await h.apply(FAN_OUT % list(range(6)))
     run = await h.run("fan")
     async with h.pool.acquire() as conn:
         held = await claims.claim(conn, "gone", limit=6, tags=[], lease=dt.timedelta(minutes=5))
     assert len(held) == 6
-    async with h.pool.acquire() as conn:  # counted; the settling never happens
+    async with h.pool.acquire() as conn:  # counted; the recording never happens
         accepted, _ = await counting.count(
             conn, [Outcome(a, "gone", "succeeded", output={}) for a in held], "gone"
         )
@@ -120,12 +123,12 @@ async def test_a_step_counted_but_never_settled_is_settled_by_the_sweeper(h: Har
 
     worker = h.worker()
     passed = await worker.sweep()
-    assert passed["fan_outs_settled"] == [run.run_id]
+    assert passed["fan_outs_finished"] == [run.run_id]
     assert (await counters(h, run.run_id))[0] == "succeeded"
     assert (await h.steps(run.run_id))["after"] == "running"  # its attempt is queued
-    assert (await worker.sweep())["fan_outs_settled"] == []  # settled once
+    assert (await worker.sweep())["fan_outs_finished"] == []  # finished once
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
 
 
 async def test_counting_a_cancelled_item_writes_nothing(h: Harness) -> None:
@@ -134,7 +137,7 @@ async def test_counting_a_cancelled_item_writes_nothing(h: Harness) -> None:
     run = await h.run("fan")
     async with h.pool.acquire() as conn:
         held = await claims.claim(conn, "w", limit=2, tags=[], lease=dt.timedelta(minutes=5))
-    await h.engine.cancel_run(h.namespace, run.run_id, reason="test")
+    await h.engine.runs.cancel(h.namespace, run.run_id, reason="test")
     async with h.pool.acquire() as conn:
         accepted, counted = await counting.count(
             conn, [Outcome(a, "w", "succeeded", output={}) for a in held], "w"

@@ -1,4 +1,10 @@
-"""The engine's door: every verb a process uses, through ``Engine`` only."""
+"""The engine's door: every verb a process uses, through ``Engine`` only.
+
+One test also reads ``store.queries.events`` itself: an event committed above a transaction
+still open is held back by the read every subscription makes, which a subscriber could only
+show by not receiving it for a while; the test reads that rule directly instead, and takes
+its subscriber's starting position the same way, before the slow transaction begins.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +15,12 @@ from collections.abc import AsyncIterator
 import pytest
 
 from dirigent.engine import Engine, ProblemsError, RunFilter, RunRequest
-from dirigent.engine.manifests.loading import parse_manifest, read_text
-from dirigent.engine.manifests.pipeline import Pipeline
-from dirigent.engine.store.events import events_after, latest_position
-from dirigent.engine.views import EngineEvent, encode_cursor
-from tests.integration.engine.harness import Harness
-from tests.waiting import until
+from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
+from dirigent.engine.shapes.manifests.pipeline import Pipeline
+from dirigent.engine.shapes.views import EngineEvent, encode_cursor
+from dirigent.engine.store.queries.events import events_after, latest_position
+from tests.support.harness import Harness
+from tests.support.waiting import WaitTimedOut, eventually
 
 LINEAR = """
 apiVersion: dirigent.dev/v1alpha1
@@ -49,42 +55,44 @@ def manifest(text: str) -> Pipeline:
 
 async def test_a_dry_run_apply_says_what_would_happen_and_writes_nothing(h: Harness) -> None:
     engine = h.engine
-    planned = await engine.apply(manifest(LINEAR), "default", dry_run=True)
+    planned = await engine.manifests.apply(manifest(LINEAR), "default", dry_run=True)
     assert (planned.action, planned.version) == ("created", 1)
-    assert await engine.pipeline("default", "p") is None
-    applied = await engine.apply(manifest(LINEAR), "default")
+    assert await engine.pipelines.get("default", "p") is None
+    applied = await engine.manifests.apply(manifest(LINEAR), "default")
     assert applied.digest == planned.digest
     changed = manifest(LINEAR.replace("A pipeline", "Another"))
-    plan = await engine.apply(changed, "default", dry_run=True)
+    plan = await engine.manifests.apply(changed, "default", dry_run=True)
     assert (plan.action, plan.version) == ("updated", 2)
     assert plan.digest != applied.digest
-    record = await engine.pipeline("default", "p")
+    record = await engine.pipelines.get("default", "p")
     assert record is not None and record.version == 1
 
 
 async def test_listing_pages_by_name_and_carries_the_newest_run(h: Harness) -> None:
     engine = h.engine
     for name in ("c", "a", "b"):
-        await engine.apply(manifest(LINEAR.replace("name: p", f"name: {name}")), "default")
-    run = await engine.start_run(RunRequest("default", "b", {"word": "hi"}))
-    first = await engine.pipelines("default", limit=2)
+        await engine.manifests.apply(
+            manifest(LINEAR.replace("name: p", f"name: {name}")), "default"
+        )
+    run = await engine.runs.start(RunRequest("default", "b", {"word": "hi"}))
+    first = await engine.pipelines.page("default", limit=2)
     assert [p.name for p in first.items] == ["a", "b"]
     assert first.next is not None
-    rest = await engine.pipelines("default", cursor=first.next, limit=2)
+    rest = await engine.pipelines.page("default", cursor=first.next, limit=2)
     assert [p.name for p in rest.items] == ["c"] and rest.next is None
     b = first.items[1]
     assert (b.title, b.version, b.runs_in_flight) == ("A pipeline", 1, 1)
     assert b.last_run is not None and b.last_run.id == run.run_id
     assert first.items[0].last_run is None
-    assert (await engine.pipelines("other")).items == []
+    assert (await engine.pipelines.page("other")).items == []
 
 
 async def test_a_cursor_a_client_made_up_is_refused_as_a_problem(h: Harness) -> None:
     with pytest.raises(ProblemsError) as refused:
-        await h.engine.pipelines("default", cursor="not-a-cursor")
+        await h.engine.pipelines.page("default", cursor="not-a-cursor")
     assert refused.value.problems[0].code == "page.cursor.invalid"
     with pytest.raises(ProblemsError) as too_many:
-        await h.engine.pipelines("default", limit=100_000)
+        await h.engine.pipelines.page("default", limit=100_000)
     assert too_many.value.problems[0].code == "page.limit.invalid"
 
 
@@ -104,20 +112,20 @@ spec:
 async def test_run_detail_lists_steps_in_dag_order(h: Harness) -> None:
     """Layer by layer, not in the stored document's key order (JSONB orders keys by
     length: t, audit, extract, load_warehouse)."""
-    await h.engine.apply(manifest(CHAIN), "default")
-    run = await h.engine.start_run(RunRequest("default", "chain"))
-    detail = await h.engine.run("default", run.run_id)
+    await h.engine.manifests.apply(manifest(CHAIN), "default")
+    run = await h.engine.runs.start(RunRequest("default", "chain"))
+    detail = await h.engine.runs.get("default", run.run_id)
     assert detail is not None
     assert [s.step for s in detail.steps] == ["audit", "extract", "t", "load_warehouse"]
 
 
 async def test_run_detail_folds_items_and_attempts_per_step(h: Harness) -> None:
     engine = h.engine
-    await engine.apply(manifest(FAN), "default")
-    run = await engine.start_run(RunRequest("default", "fan", {"items": list(range(25))}))
+    await engine.manifests.apply(manifest(FAN), "default")
+    run = await engine.runs.start(RunRequest("default", "fan", {"items": list(range(25))}))
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "succeeded"
-    detail = await engine.run("default", run.run_id)
+        assert await h.until_finished(run.run_id) == "succeeded"
+    detail = await engine.runs.get("default", run.run_id)
     assert detail is not None and detail.pipeline == "fan"
     [step] = detail.steps
     assert (step.step, step.block, step.status, step.items) == (
@@ -129,88 +137,88 @@ async def test_run_detail_folds_items_and_attempts_per_step(h: Harness) -> None:
     assert step.items_by_status == {"succeeded": 25}
     assert step.attempts == 25
     assert step.duration_seconds is not None and step.duration_seconds >= 0
-    assert await engine.run("elsewhere", run.run_id) is None
+    assert await engine.runs.get("elsewhere", run.run_id) is None
 
     seen: list[int] = []
     cursor = None
     while True:
-        page = await engine.items("default", run.run_id, "each", cursor=cursor, limit=10)
+        page = await engine.runs.items("default", run.run_id, "each", cursor=cursor, limit=10)
         seen += [i.index for i in page.items]
         if page.next is None:
             break
         cursor = page.next
     assert seen == list(range(25))
-    attempts = await engine.attempts("default", run.run_id, limit=1000)
+    attempts = await engine.runs.attempts("default", run.run_id, limit=1000)
     assert len(attempts.items) == 25 and {a.status for a in attempts.items} == {"succeeded"}
 
 
 async def test_runs_list_filters_and_pages_newest_first(h: Harness) -> None:
     engine = h.engine
-    await engine.apply(manifest(LINEAR), "default")
+    await engine.manifests.apply(manifest(LINEAR), "default")
     ids = [
-        (await engine.start_run(RunRequest("default", "p", {"word": str(i)}))).run_id
+        (await engine.runs.start(RunRequest("default", "p", {"word": str(i)}))).run_id
         for i in range(3)
     ]
-    page = await engine.runs("default", RunFilter(pipeline="p"), limit=2)
+    page = await engine.runs.page("default", RunFilter(pipeline="p"), limit=2)
     assert [r.id for r in page.items] == ids[::-1][:2]
     assert page.next is not None
-    rest = await engine.runs("default", RunFilter(pipeline="p"), cursor=page.next, limit=2)
+    rest = await engine.runs.page("default", RunFilter(pipeline="p"), cursor=page.next, limit=2)
     assert [r.id for r in rest.items] == [ids[0]]
-    assert (await engine.runs("default", RunFilter(status="succeeded"))).items == []
-    assert (await engine.runs("default", RunFilter(pipeline="nope"))).items == []
+    assert (await engine.runs.page("default", RunFilter(status="succeeded"))).items == []
+    assert (await engine.runs.page("default", RunFilter(pipeline="nope"))).items == []
 
 
 async def test_logs_follow_from_a_cursor_without_repeating(h: Harness) -> None:
     engine = h.engine
-    await engine.apply(manifest(LINEAR), "default")
-    run = await engine.start_run(RunRequest("default", "p", {"word": "x"}))
-    first = await engine.logs("default", run.run_id, limit=1)
+    await engine.manifests.apply(manifest(LINEAR), "default")
+    run = await engine.runs.start(RunRequest("default", "p", {"word": "x"}))
+    first = await engine.runs.logs("default", run.run_id, limit=1)
     assert len(first.items) == 1 and first.next is not None
     async with h.workers(1):
-        await h.until_settled(run.run_id)
-    rest = await engine.logs("default", run.run_id, cursor=first.next)
+        await h.until_finished(run.run_id)
+    rest = await engine.runs.logs("default", run.run_id, cursor=first.next)
     ids = [line.id for line in first.items + rest.items]
     assert ids == sorted(set(ids)) and len(ids) > 2
-    empty = await engine.logs("default", run.run_id, cursor=rest.next)
+    empty = await engine.runs.logs("default", run.run_id, cursor=rest.next)
     assert empty.items == [] and empty.next == rest.next
 
 
 async def test_delete_retain_keeps_history_delete_cancels_and_removes_it(h: Harness) -> None:
     engine = h.engine
-    await engine.apply(manifest(LINEAR), "default")
-    done = await engine.start_run(RunRequest("default", "p", {"word": "x"}))
+    await engine.manifests.apply(manifest(LINEAR), "default")
+    done = await engine.runs.start(RunRequest("default", "p", {"word": "x"}))
     async with h.workers(1):
-        await h.until_settled(done.run_id)
-    kept = await engine.delete("Pipeline", "default", "p", "Retain")
+        await h.until_finished(done.run_id)
+    kept = await engine.manifests.delete("Pipeline", "default", "p", "Retain")
     assert kept.found and not kept.history_deleted
-    record = await engine.pipeline("default", "p")
+    record = await engine.pipelines.get("default", "p")
     assert record is not None and not record.active
-    assert (await engine.run("default", done.run_id)) is not None
+    assert (await engine.runs.get("default", done.run_id)) is not None
     with pytest.raises(ProblemsError):
-        await engine.start_run(RunRequest("default", "p", {"word": "x"}))
+        await engine.runs.start(RunRequest("default", "p", {"word": "x"}))
 
-    await engine.apply(manifest(LINEAR), "default")
-    in_flight = await engine.start_run(RunRequest("default", "p", {"word": "y"}))
-    gone = await engine.delete("Pipeline", "default", "p", "Delete")
+    await engine.manifests.apply(manifest(LINEAR), "default")
+    in_flight = await engine.runs.start(RunRequest("default", "p", {"word": "y"}))
+    gone = await engine.manifests.delete("Pipeline", "default", "p", "Delete")
     assert (gone.found, gone.history_deleted, gone.runs_cancelled) == (True, True, 1)
-    assert await engine.pipeline("default", "p") is None
-    assert await engine.run("default", in_flight.run_id) is None
-    again = await engine.delete("Pipeline", "default", "p", "Delete")
+    assert await engine.pipelines.get("default", "p") is None
+    assert await engine.runs.get("default", in_flight.run_id) is None
+    again = await engine.manifests.delete("Pipeline", "default", "p", "Delete")
     assert not again.found
 
 
 async def test_cancel_and_retry_refuse_a_run_of_another_namespace(h: Harness) -> None:
     engine = h.engine
-    await engine.apply(manifest(LINEAR), "default")
-    run = await engine.start_run(RunRequest("default", "p", {"word": "x"}))
+    await engine.manifests.apply(manifest(LINEAR), "default")
+    run = await engine.runs.start(RunRequest("default", "p", {"word": "x"}))
     for call in (
-        engine.cancel_run("other", run.run_id, reason="x"),
-        engine.retry("other", run.run_id, "a", idempotency_key="k"),
+        engine.runs.cancel("other", run.run_id, reason="x"),
+        engine.runs.retry("other", run.run_id, "a", idempotency_key="k"),
     ):
         with pytest.raises(ProblemsError) as refused:
             await call
         assert refused.value.problems[0].code == "run.not_found"
-    assert await engine.cancel_run("default", run.run_id, reason="test") == 0
+    assert await engine.runs.cancel("default", run.run_id, reason="test") == 0
     assert await h.status(run.run_id) == "cancelled"
 
 
@@ -219,7 +227,7 @@ async def collecting(engine: Engine, **kw: object) -> AsyncIterator[list[EngineE
     got: list[EngineEvent] = []
 
     async def follow() -> None:
-        async for event in engine.subscribe(**kw):  # type: ignore[arg-type]
+        async for event in engine.events.subscribe(**kw):  # type: ignore[arg-type]
             got.append(event)
 
     task = asyncio.create_task(follow())
@@ -239,16 +247,14 @@ async def test_subscribe_sees_every_transition_and_resumes_without_loss_or_repea
     h: Harness,
 ) -> None:
     engine = h.engine
-    await engine.apply(manifest(LINEAR), "default")
-    # Start from a position taken before the run exists, so the subscription cannot begin
+    await engine.manifests.apply(manifest(LINEAR), "default")
+    # Start from before every event (none exist yet), so the subscription cannot begin
     # after the run's first transition however late its task gets going.
-    async with h.pool.acquire() as conn:
-        start = encode_cursor(*await latest_position(conn))
-    async with collecting(engine, cursor=start, poll=0.05) as live:
-        run = await engine.start_run(RunRequest("default", "p", {"word": "x"}))
+    async with collecting(engine, cursor=engine.events.beginning(), poll=0.05) as live:
+        run = await engine.runs.start(RunRequest("default", "p", {"word": "x"}))
         async with h.workers(1):
-            await h.until_settled(run.run_id)
-        await until(
+            await h.until_finished(run.run_id)
+        await eventually(
             lambda: any(e.entity == "run" and e.status == "succeeded" for e in live),
             what="the run's succeeded event",
         )
@@ -262,7 +268,7 @@ async def test_subscribe_sees_every_transition_and_resumes_without_loss_or_repea
 
     middle = mine[2]
     async with collecting(engine, run_id=run.run_id, cursor=middle.cursor, poll=0.05) as resumed:
-        await until(lambda: len(resumed) >= len(mine) - 3, what="the resumed events")
+        await eventually(lambda: len(resumed) >= len(mine) - 3, what="the resumed events")
     assert [key(e) for e in resumed] == [key(e) for e in mine[3:]]
 
 
@@ -278,9 +284,9 @@ async def open_transactions(h: Harness) -> list[dict[str, object]]:
 async def test_an_event_that_commits_late_is_not_skipped(h: Harness) -> None:
     """A transaction that started first but commits last still reaches a subscriber."""
     engine = h.engine
-    await engine.apply(manifest(LINEAR), "default")
-    early = await engine.start_run(RunRequest("default", "p", {"word": "1"}))
-    late = await engine.start_run(RunRequest("default", "p", {"word": "2"}))
+    await engine.manifests.apply(manifest(LINEAR), "default")
+    early = await engine.runs.start(RunRequest("default", "p", {"word": "1"}))
+    late = await engine.runs.start(RunRequest("default", "p", {"word": "2"}))
     # The subscriber's position is taken now, before the slow transaction begins: "from now"
     # would be read when the subscription first runs, after opening its LISTEN connection,
     # which can be after both cancellations committed (then neither is news to it).
@@ -303,11 +309,11 @@ async def test_an_event_that_commits_late_is_not_skipped(h: Harness) -> None:
         assert [e.run_id for e in live if e.entity == "run"] == []
         await slow.commit()
         try:
-            await until(
+            await eventually(
                 lambda: len([e for e in live if e.entity == "run"]) == 2,
                 what="both cancellations",
             )
-        except AssertionError as e:
+        except WaitTimedOut as e:
             # Events are read below the oldest transaction open anywhere on the server: name
             # the transactions that held the line (a leak elsewhere, not this test's logic).
             raise AssertionError(f"{e}; transactions open: {await open_transactions(h)}") from e
@@ -346,9 +352,9 @@ async def test_run_detail_counts_come_from_the_step_counters_and_match_the_grid(
     h: Harness,
 ) -> None:
     engine = h.engine
-    await engine.apply(manifest(MIXED), "default")
-    queued = await engine.start_run(RunRequest("default", "mixed"))
-    detail = await engine.run("default", queued.run_id)
+    await engine.manifests.apply(manifest(MIXED), "default")
+    queued = await engine.runs.start(RunRequest("default", "mixed"))
+    detail = await engine.runs.get("default", queued.run_id)
     assert detail is not None
     assert {s.step: s.items_by_status for s in detail.steps} == {
         "each": {"pending": 5},
@@ -359,19 +365,19 @@ async def test_run_detail_counts_come_from_the_step_counters_and_match_the_grid(
         "each": {"pending": 5},
         "fan": {"pending": 3},
     }
-    await engine.cancel_run("default", queued.run_id, reason="test")
-    cancelled = await engine.run("default", queued.run_id)
+    await engine.runs.cancel("default", queued.run_id, reason="test")
+    cancelled = await engine.runs.get("default", queued.run_id)
     assert cancelled is not None
     by_step = {s.step: s.items_by_status for s in cancelled.steps if s.items is not None}
     assert by_step == await grouped_items(h, queued.run_id)
     assert by_step["each"] == {"cancelled": 5}
 
-    run = await engine.start_run(RunRequest("default", "mixed"))
+    run = await engine.runs.start(RunRequest("default", "mixed"))
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "completed_with_errors"
-    settled = await engine.run("default", run.run_id)
-    assert settled is not None
-    steps = {s.step: s for s in settled.steps}
+        assert await h.until_finished(run.run_id) == "completed_with_errors"
+    finished = await engine.runs.get("default", run.run_id)
+    assert finished is not None
+    steps = {s.step: s for s in finished.steps}
     assert steps["each"].items_by_status == {"succeeded": 3, "failed": 2}
     assert steps["fan"].items_by_status == {"succeeded": 3}
     assert {k: v.items_by_status for k, v in steps.items() if v.items} == await grouped_items(

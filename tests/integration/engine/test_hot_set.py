@@ -2,7 +2,7 @@
 
 The claim, the idle worker's next-due lookup, the sweeper's levels and retention each
 have a partial index whose rows are only the work they look for, so their cost does not
-grow with the settled history beside it. These tests fill a database with settled runs
+grow with the finished history beside it. These tests fill a database with finished runs
 (set-based, as years of history would leave it), ANALYZE it so the planner knows, and
 read the plans with EXPLAIN: no timing is asserted, only which relation each plan reads.
 
@@ -10,6 +10,10 @@ The claim and the outcome's record are also run for real on a queue the statisti
 seen yet (a fan-out inserted after the last ANALYZE, as every burst of work is), with
 ``auto_explain`` sending back the plan of every statement they execute, the claim
 function's body included.
+
+A test of the store's statements themselves (``transactions.claims``, ``outcomes``,
+``counting``, ``sweeping`` and ``queries.plans``): it names and runs them below the door,
+since their plans, not what a door answers, are what it checks.
 """
 
 from __future__ import annotations
@@ -20,17 +24,17 @@ from typing import Any
 
 import asyncpg
 
-from dirigent.engine.attempts import Outcome
-from dirigent.engine.store import claims
-from dirigent.engine.store.claims import CLAIM
-from dirigent.engine.store.counting import COUNTED_UNSETTLED
-from dirigent.engine.store.outcomes import settle_many
-from dirigent.engine.store.plans import executed_plans
+from dirigent.engine.shapes.attempts import Outcome
 from dirigent.engine.store.pool import connect
-from dirigent.engine.store.sweeping import PRUNE_RUNS
-from tests.integration.engine.harness import Harness
+from dirigent.engine.store.queries.plans import executed_plans
+from dirigent.engine.store.transactions import claims
+from dirigent.engine.store.transactions.claims import CLAIM
+from dirigent.engine.store.transactions.counting import COUNTED_UNFINISHED
+from dirigent.engine.store.transactions.outcomes import record_many
+from dirigent.engine.store.transactions.sweeping import PRUNE_RUNS
+from tests.support.harness import Harness
 
-HISTORY_RUNS = 20_000  # 2 steps, 5 settled attempts each: 100k attempts, 80k items, 100k logs
+HISTORY_RUNS = 20_000  # 2 steps, 5 finished attempts each: 100k attempts, 80k items, 100k logs
 
 PIPELINE = """
 apiVersion: dirigent.dev/v1alpha1
@@ -68,7 +72,7 @@ FILL = [
 
 
 async def with_history(h: Harness) -> None:
-    """Settled history, live queued work (a fan-out) and waiting work, then ANALYZE."""
+    """Finished history, live queued work (a fan-out) and waiting work, then ANALYZE."""
     await h.apply(PIPELINE)
     pipeline_id, version_id = (
         await h.fetchval("SELECT id FROM pipelines WHERE name = 'hist'"),
@@ -85,8 +89,8 @@ async def with_history(h: Harness) -> None:
     )
     await h.execute("ANALYZE")
     queued = await h.fetchval("SELECT count(*) FROM step_attempts WHERE status = 'queued'")
-    settled = await h.fetchval("SELECT count(*) FROM step_attempts WHERE status = 'succeeded'")
-    assert (queued, settled) == (1, 5 * HISTORY_RUNS)
+    finished = await h.fetchval("SELECT count(*) FROM step_attempts WHERE status = 'succeeded'")
+    assert (queued, finished) == (1, 5 * HISTORY_RUNS)
 
 
 async def plan(h: Harness, sql: str, *args: Any) -> list[dict[str, Any]]:
@@ -164,11 +168,11 @@ async def test_idle_lookups_and_retention_read_their_partial_indexes(h: Harness)
         h, "SELECT count(*) FROM step_attempts WHERE status = 'queued' AND available_at <= now()"
     )
     assert {i for _, i in scans(queued, "step_attempts")} == {"ix_step_attempts_claim_queued"}
-    counted = await plan(h, COUNTED_UNSETTLED)
+    counted = await plan(h, COUNTED_UNFINISHED)
     assert all(kind != "Seq Scan" for kind, _ in scans(counted, "run_steps")), counted
     assert {n.get("Index Name") for n in counted} >= {"ix_run_steps_running_fan_outs"}, counted
     prune = await plan(h, PRUNE_RUNS, dt.timedelta(days=30), 500)
-    assert ("Index Scan", "ix_runs_finished_at_settled") in scans(prune, "runs"), prune
+    assert ("Index Scan", "ix_runs_finished_at_terminal") in scans(prune, "runs"), prune
 
 
 FAN_OUT = """
@@ -198,8 +202,8 @@ async def test_a_queue_the_statistics_have_not_seen_is_claimed_and_recorded_by_i
             held = await claims.claim(conn, "w", limit=16, tags=[], lease=lease)
             assert len(held) == 16
         outcomes = [Outcome(a, "w", "succeeded", output={}) for a in held]
-        settled = await settle_many(conn, outcomes, h.versions)
-        assert not any(s.discarded for s in settled)
+        recorded = await record_many(conn, outcomes, h.versions)
+        assert not any(s.discarded for s in recorded)
 
     nodes = await _auto_explained(h, claim_and_record)
     attempts = scans(nodes, "step_attempts")

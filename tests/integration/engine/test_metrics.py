@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import urllib.request
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.engine.harness import Harness, spawn_worker
-from tests.waiting import eventually
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.harness import Harness, spawn_worker
+from tests.support.servers import free_port
+from tests.support.waiting import eventually
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -49,7 +43,7 @@ spec:
         )
     )
     run = await h.run("metered")
-    assert await h.until_settled(run.run_id, timeout=60) == "failed"
+    assert await h.until_finished(run.run_id, timeout=60) == "failed"
     finished = (
         "dirigent_runs_finished_total",
         (("namespace", "default"), ("pipeline", "metered"), ("state", "failed")),

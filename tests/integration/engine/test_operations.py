@@ -3,14 +3,13 @@ and retention."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import signal
 import subprocess
 from pathlib import Path
 
-from tests.integration.engine.harness import Harness, spawn_worker
-from tests.waiting import eventually, until
+from tests.support.harness import Harness, spawn_worker
+from tests.support.waiting import eventually
 
 
 async def test_a_step_timeout_cancels_the_call_and_fails_transient(h: Harness) -> None:
@@ -24,8 +23,8 @@ spec:
            config: {seconds: 30}}
 """)
     run = await h.run("t")
-    async with h.workers(1), asyncio.timeout(15):
-        assert await h.until_settled(run.run_id) == "failed"
+    async with h.workers(1):
+        assert await h.until_finished(run.run_id, timeout=15) == "failed"
     attempts = await h.attempts(run.run_id)
     assert [(a["error_class"], a["error_code"]) for a in attempts] == [
         ("transient", "engine.step.timeout")
@@ -55,7 +54,7 @@ async def test_workers_register_heartbeat_and_stop_cleanly(
     row = await h.fetchval(
         "SELECT row(hostname <> '', version, plugins, tags, concurrency, status)::text FROM workers"
     )
-    assert row == '(t,0.1.0,"[""builtin"", ""testing""]","[""gpu"", ""eu""]",3,active)'
+    assert row == '(t,0.1.0,"[""builtin"", ""s3"", ""testing""]","[""gpu"", ""eu""]",3,active)'
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
     assert await h.fetchval("SELECT status FROM workers") == "stopped"
@@ -76,7 +75,7 @@ spec:
     run = await h.run("long")
     proc = spawn_worker(db_url, tmp_path / "art")
     processes.append(proc)
-    await until(log.exists, timeout=30, what="the block call started")
+    await eventually(log.exists, timeout=30, what="the block call started")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
     [work] = await h.attempts(run.run_id, "work")
@@ -133,9 +132,10 @@ spec:
     old = await h.run("r")
     new = await h.run("r")
     async with h.workers(1):
-        await h.until_settled(old.run_id)
-        await h.until_settled(new.run_id)
-    old_scratch = Path(h.storage.path(h.storage.run_prefix(old.run_id)))
+        await h.until_finished(old.run_id)
+        await h.until_finished(new.run_id)
+    assert h.storage.files is not None
+    old_scratch = h.storage.files.path(h.storage.run_prefix(h.namespace, old.run_id))
     assert old_scratch.exists()  # the large output was written under the run's prefix
     await h.execute(
         "UPDATE runs SET finished_at = now() - interval '40 days' WHERE id = $1", old.run_id

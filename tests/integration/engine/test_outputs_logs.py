@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from urllib.parse import urlparse
 
-from tests.integration.engine.harness import Harness
+from tests.support.harness import Harness
 
 
 async def test_block_log_lines_and_engine_line_are_written_with_the_outcome(
@@ -25,7 +25,7 @@ spec:
 """)
     run = await h.run("p")
     async with h.workers(1):
-        await h.until_settled(run.run_id)
+        await h.until_finished(run.run_id)
     lines = [(e["step"], e["level"], e["message"]) for e in await h.logs(run.run_id) if e["step"]]
     assert ("rec", "info", "recorded") in lines
     finished = [
@@ -50,7 +50,7 @@ spec:
 """)
     run = await h.run("p")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     async with h.pool.acquire() as conn:
         rows = {
             r["step"]: r
@@ -62,7 +62,9 @@ spec:
         }
     assert rows["small"]["inline"] == {"value": "tiny"} and rows["small"]["uri"] is None
     large = rows["large"]
-    assert large["inline"] is None and large["uri"].startswith(h.storage.run_prefix(run.run_id))
+    assert large["inline"] is None and large["uri"].startswith(
+        h.storage.run_prefix(h.namespace, run.run_id) + "/"
+    )
     data = Path(urlparse(large["uri"]).path).read_bytes()
     assert json.loads(data) == {"value": big}
     assert large["size"] == len(data) and large["digest"] == hashlib.sha256(data).hexdigest()

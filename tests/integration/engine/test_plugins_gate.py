@@ -1,7 +1,9 @@
 """The plugin host and the unsafe-block gate.
 
 ``testing.*`` blocks come from a separate distribution (tests/plugin) installed into the
-environment; they are found only through its ``dirigent.plugins.v1`` entry point.
+environment; they are found only through its ``dirigent.plugins.v1`` entry point. Runs are
+created through the door: by the test's engine, which enables ``testing.unsafe``, or by a
+second engine on the same database whose instance does not.
 """
 
 from __future__ import annotations
@@ -11,13 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from dirigent.engine.plugins import discover
-from dirigent.engine.problems import ProblemsError
-from dirigent.engine.store import runs
-from dirigent.engine.store.pool import in_transaction
-from dirigent.engine.store.runs import RunRequest
-from tests.integration.engine.harness import Harness
-from tests.waiting import eventually
+from dirigent.engine import ProblemsError, discover
+from tests.support.harness import Harness, harness
+from tests.support.waiting import eventually
 
 UNSAFE = """
 apiVersion: dirigent.dev/v1alpha1
@@ -49,85 +47,43 @@ spec:
 """)
     run = await h.run("third")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     ends = [ln for ln in (tmp_path / "rec.log").read_text().splitlines() if ln.startswith("end")]
     assert sorted(ln.split()[-1] for ln in ends) == ['"a"', '"b"']
 
 
-async def test_the_gate_refuses_run_creation_for_a_block_not_enabled(h: Harness) -> None:
+async def test_the_gate_refuses_run_creation_for_a_block_not_enabled(
+    h: Harness, tmp_path: Path
+) -> None:
     await h.apply(UNSAFE)
-    with pytest.raises(ProblemsError) as refused:
-        await in_transaction(
-            h.pool,
-            lambda c: runs.create_run(
-                c,
-                RunRequest("default", "u"),
-                versions=h.versions,
-                catalog=h.catalog,
-                enabled_unsafe=(),
-            ),
-        )
+    async with harness(h.url, tmp_path / "strict", unsafe=()) as strict:
+        with pytest.raises(ProblemsError) as refused:
+            await strict.run("u")
     assert refused.value.problems[0].code == "run.block.unsafe_disabled"
-    created = await in_transaction(
-        h.pool,
-        lambda c: runs.create_run(
-            c,
-            RunRequest("default", "u"),
-            versions=h.versions,
-            catalog=h.catalog,
-            enabled_unsafe={"testing.unsafe"},
-        ),
-    )
+    created = await h.run("u")  # the test's engine enables testing.unsafe
     assert created.status == "running"
 
 
 async def test_the_gate_is_checked_again_at_claim(h: Harness) -> None:
     """Tightening the config stops work that was already queued."""
     await h.apply(UNSAFE)
-    created = await in_transaction(
-        h.pool,
-        lambda c: runs.create_run(
-            c,
-            RunRequest("default", "u"),
-            versions=h.versions,
-            catalog=h.catalog,
-            enabled_unsafe={"testing.unsafe"},
-        ),
-    )
+    created = await h.run("u")  # the test's engine enables testing.unsafe
     # No other worker can run it and no grace: it fails at once.
     async with h.workers(1, enabled_unsafe=frozenset(), missing_block_grace=dt.timedelta(0)):
-        assert await h.until_settled(created.run_id) == "failed"
+        assert await h.until_finished(created.run_id) == "failed"
     [attempt] = await h.attempts(created.run_id)
     assert (attempt["error_class"], attempt["error_code"]) == (
         "rejected",
         "engine.block.unsafe_disabled",
     )
-    created = await in_transaction(
-        h.pool,
-        lambda c: runs.create_run(
-            c,
-            RunRequest("default", "u"),
-            versions=h.versions,
-            catalog=h.catalog,
-            enabled_unsafe={"testing.unsafe"},
-        ),
-    )
+    created = await h.run("u")  # the test's engine enables testing.unsafe
     async with h.workers(1, enabled_unsafe=frozenset({"testing.unsafe"})):
-        assert await h.until_settled(created.run_id) == "succeeded"
+        assert await h.until_finished(created.run_id) == "succeeded"
 
 
 async def _unsafe_run(h: Harness) -> int:
     await h.apply(UNSAFE)
-    created = await in_transaction(
-        h.pool,
-        lambda c: runs.create_run(
-            c,
-            RunRequest("default", "u"),
-            versions=h.versions,
-            catalog=h.catalog,
-            enabled_unsafe={"testing.unsafe"},
-        ),
-    )
+    created = await h.run("u")  # the test's engine enables testing.unsafe
     return created.run_id
 
 
@@ -143,10 +99,10 @@ async def _released(h: Harness, run_id: int) -> int:
 async def test_a_worker_that_cannot_run_a_block_leaves_it_to_one_that_can(h: Harness) -> None:
     run_id = await _unsafe_run(h)
     async with h.workers(1, enabled_unsafe=frozenset()) as [lacking]:
-        await eventually(lambda: _released(h, run_id), timeout=15)
+        await eventually(lambda: _released(h, run_id), timeout=15, what="the attempt released")
         assert await h.status(run_id) == "running"
         async with h.workers(1, enabled_unsafe=frozenset({"testing.unsafe"})) as [able]:
-            assert await h.until_settled(run_id) == "succeeded"
+            assert await h.until_finished(run_id) == "succeeded"
     [attempt] = await h.attempts(run_id)
     assert attempt["status"] == "succeeded" and attempt["number"] == 1
     assert attempt["lease_owner"] is None
@@ -161,7 +117,7 @@ async def test_an_attempt_no_live_worker_can_run_fails_after_the_grace(h: Harnes
     run_id = await _unsafe_run(h)
     grace = dt.timedelta(seconds=1)
     async with h.workers(1, enabled_unsafe=frozenset(), missing_block_grace=grace):
-        assert await h.until_settled(run_id) == "failed"
+        assert await h.until_finished(run_id) == "failed"
     [attempt] = await h.attempts(run_id)
     assert attempt["error_code"] == "engine.block.unsafe_disabled"
     assert await _released(h, run_id) >= 1

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from dirigent.engine.manifests.loading import parse_manifest, read_text
-from dirigent.engine.problems import ProblemsError
-from tests.integration.engine.harness import Harness, spawn_worker
-from tests.waiting import eventually
+from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
+from dirigent.engine.shapes.problems import ProblemsError
+from tests.support.harness import Harness, spawn_worker
+from tests.support.waiting import eventually
 
 FAN = """
 apiVersion: dirigent.dev/v1alpha1
@@ -46,7 +46,7 @@ async def test_one_unstorable_output_fails_its_attempt_alone_and_nothing_runs_tw
     async with h.workers(
         1, lease=dt.timedelta(seconds=1), heartbeat=dt.timedelta(milliseconds=300)
     ):
-        assert await h.until_settled(run.run_id, timeout=15) == "completed_with_errors"
+        assert await h.until_finished(run.run_id, timeout=15) == "completed_with_errors"
     items = {a["item_index"]: a for a in await h.attempts(run.run_id, "each")}
     assert len(items) == 7, "one attempt per item: nothing was retried"
     assert (items[1]["status"], items[1]["error_code"], items[1]["error_class"]) == (
@@ -155,9 +155,42 @@ spec:
             still_leased, lambda n: n == 0, timeout=10, every=0.2, what="the lease recovered"
         )
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     [boom] = await h.attempts(run.run_id, "boom")
     assert (boom["status"], boom["error_code"]) == ("failed", "engine.attempt.unrecoverable")
     assert boom["recoveries"] == 3
     assert len(path.read_text().splitlines()) == 3
     assert await h.steps(run.run_id) == {"boom": "failed", "after": "succeeded"}
+
+
+@pytest.mark.parametrize("raises", ["SystemExit", "KeyboardInterrupt", "custom"])
+async def test_a_block_raising_a_base_exception_fails_its_attempt_and_the_worker_goes_on(
+    h: Harness, raises: str
+) -> None:
+    """``sys.exit()`` in a block took the worker down and, handed back, every next worker."""
+    await h.apply(f"""
+apiVersion: dirigent.dev/v1alpha1
+kind: Pipeline
+metadata: {{name: exits}}
+spec:
+  steps:
+    bye: {{block: testing.exits, config: {{raises: {raises}}}}}
+    after: {{block: core.noop, dependsOn: [bye], rule: AllDone}}
+""")
+    await h.apply(HEAD_OK)
+    first = await h.run("exits")
+    async with h.workers(1) as (worker,):
+        assert await h.until_finished(first.run_id) == "failed"
+        # The same worker goes on with the next run.
+        second = await h.run("ok", {"name": "fine", "tags": []})
+        assert await h.until_finished(second.run_id) == "succeeded"
+        assert worker.executed >= 3
+    [bye] = await h.attempts(first.run_id, "bye")
+    assert (bye["status"], bye["error_class"], bye["error_code"]) == (
+        "failed",
+        "crashed",
+        "engine.block.crashed",
+    )
+    assert raises.replace("custom", "_Custom") in bye["error_message"]
+    assert len(await h.attempts(first.run_id, "bye")) == 1  # not re-run by any policy
+    assert await h.steps(first.run_id) == {"bye": "failed", "after": "succeeded"}

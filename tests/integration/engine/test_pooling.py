@@ -16,7 +16,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,18 +23,13 @@ import asyncpg
 import pytest
 
 from dirigent.engine import Engine, EngineSettings, RunRequest
-from dirigent.engine.manifests.loading import parse_manifest, read_text
-from tests.integration.engine.harness import Harness, spawn_worker
-from tests.waiting import eventually
+from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
+from tests.support.harness import Harness, spawn_worker
+from tests.support.servers import free_port
+from tests.support.waiting import eventually, wait_until
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 BOUNCER_POOL = 4  # server connections PgBouncer keeps per database
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -43,7 +37,7 @@ def bouncer(db_url: str) -> Iterator[tuple[str, Path]]:
     """A PgBouncer in transaction mode in front of this test's database: (its URL, its log)."""
     assert os.path.exists(PGBOUNCER), "pgbouncer is needed: apt-get install -y pgbouncer"
     pg_port = int(db_url.rsplit(":", 1)[1].split("/")[0])
-    port = _free_port()
+    port = free_port()
     # PgBouncer refuses to run as root: it drops to `postgres`, which must read its files.
     folder = Path(tempfile.mkdtemp(prefix="dirigent-pgbouncer-"))
     folder.chmod(0o755)
@@ -69,13 +63,14 @@ logfile = {log}
         for path in (folder, *folder.iterdir()):
             shutil.chown(path, "postgres")
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def accepts() -> bool:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
     try:
-        for _ in range(200):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
-            time.sleep(0.05)
+        wait_until(accepts, timeout=10, what=f"pgbouncer accepting on port {port}")
         yield db_url.replace(f":{pg_port}/", f":{port}/"), log
     finally:
         proc.terminate()
@@ -108,16 +103,17 @@ async def test_the_engine_works_behind_pgbouncer_with_listen_on_a_direct_connect
         docs, _ = read_text(PIPELINE)
         manifest, problems = parse_manifest(docs[0].data)
         assert manifest is not None, problems
-        await engine.apply(manifest, "default")
-        worker = engine.worker(concurrency=16, poll_interval=60.0, sweep_interval=60.0)
+        await engine.manifests.apply(manifest, "default")
+        worker = engine.workers.build(concurrency=16, poll_interval=60.0, sweep_interval=60.0)
         task = asyncio.create_task(worker.run())
         try:
             for _ in range(3):  # between runs the worker is idle until NOTIFY (its poll is 60 s)
-                run = await engine.start_run(RunRequest("default", "pooled"))
+                run = await engine.runs.start(RunRequest("default", "pooled"))
                 detail = await eventually(
-                    lambda r=run.run_id: engine.run("default", r),  # type: ignore[misc]
+                    lambda r=run.run_id: engine.runs.get("default", r),  # type: ignore[misc]
                     lambda d: d.status in ("succeeded", "failed", "completed_with_errors"),
                     timeout=30,
+                    what=f"run {run.run_id} finished behind pgbouncer",
                 )
                 assert detail.status == "succeeded"
         finally:
@@ -142,13 +138,20 @@ spec:
     since = await h.fetchval("SELECT now()")
     processes.append(spawn_worker(db_url, tmp_path / "art", concurrency=64))
     run = await h.run("wide")
-    peak_running, peak_connections = 0, 0
-    async with asyncio.timeout(120):
-        while await h.status(run.run_id) == "running":
-            row = await _sample(h, since)
-            peak_running = max(peak_running, row[0])
-            peak_connections = max(peak_connections, row[1])
-            await asyncio.sleep(0.05)
+    peaks = [0, 0]  # attempts running, connections the worker opened: the most seen at once
+
+    async def sampled_status() -> str:
+        running, connections = await _sample(h, since)
+        peaks[:] = [max(peaks[0], running), max(peaks[1], connections)]
+        return await h.status(run.run_id)
+
+    await eventually(
+        sampled_status,
+        lambda status: status != "running",
+        timeout=120,
+        what=f"run {run.run_id} finished (peaks sampled meanwhile)",
+    )
+    peak_running, peak_connections = peaks
     assert await h.status(run.run_id) == "succeeded"
     assert peak_running >= 32, peak_running  # the worker did run many blocks at once
     # The pool (database_pool_size, default 10) plus the LISTEN connection.

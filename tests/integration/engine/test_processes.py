@@ -7,8 +7,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from tests.integration.engine.harness import Harness, spawn_worker
-from tests.waiting import eventually
+from tests.support.harness import Harness, spawn_worker
+from tests.support.waiting import eventually
 
 
 async def test_two_worker_processes_never_execute_an_attempt_twice(
@@ -34,7 +34,7 @@ spec:
     )
     runs = [await h.run("many") for _ in range(2)]
     for run in runs:
-        assert await h.until_settled(run.run_id, timeout=120) == "succeeded"
+        assert await h.until_finished(run.run_id, timeout=120) == "succeeded"
     starts = collections.Counter(
         ln.split()[1] for ln in log.read_text().splitlines() if ln.startswith("start")
     )
@@ -42,7 +42,7 @@ spec:
     assert max(starts.values()) == 1, [k for k, v in starts.items() if v > 1]
     owners = await h.fetchval(
         "SELECT count(DISTINCT lease_owner) FROM step_attempts"
-    )  # cleared at settle
+    )  # cleared at finish
     assert owners == 0
     pids = {ln.split()[3] for ln in log.read_text().splitlines()}
     assert len(pids) == 2  # both processes executed attempts
@@ -72,8 +72,8 @@ spec:
     big = await h.run("big")
     small = await h.run("small")
     async with h.workers(1, concurrency=1):
-        assert await h.until_settled(small.run_id) == "succeeded"
-        assert await h.until_settled(big.run_id, timeout=120) == "succeeded"
+        assert await h.until_finished(small.run_id) == "succeeded"
+        assert await h.until_finished(big.run_id, timeout=120) == "succeeded"
     done_when_small_finished = await h.fetchval(
         """SELECT count(*) FROM step_attempts WHERE run_id = $1
            AND finished_at <= (SELECT finished_at FROM runs WHERE id = $2)""",
@@ -101,8 +101,8 @@ spec:
     low = await h.run("low")
     high = await h.run("high")
     async with h.workers(1, concurrency=1):
-        await h.until_settled(low.run_id)
-        await h.until_settled(high.run_id)
+        await h.until_finished(low.run_id)
+        await h.until_finished(high.run_id)
     order = [ln.split()[2] for ln in log.read_text().splitlines() if ln.startswith("start")]
     assert order == ["high_step"] * 3 + ["low_step"] * 3
 
@@ -130,13 +130,13 @@ spec:
     async with h.workers(1, tags=["cpu"]):
         # The cpu worker claimed the witness, queued after the gpu attempt: a claim pass that
         # took the witness would have taken the gpu attempt too, had the tags matched.
-        assert await h.until_settled(witness.run_id) == "succeeded"
+        assert await h.until_finished(witness.run_id) == "succeeded"
         assert await h.status(run.run_id) == "running"  # nobody here carries the gpu tag
     async with h.workers(1, tags=["gpu", "eu"]):
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
 
 
-async def test_two_workers_parking_and_settling_the_same_runs_never_deadlock(
+async def test_two_workers_parking_and_recording_the_same_runs_never_deadlock(
     h: Harness, db_url: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
     """Parkings (remote jobs going back to waiting) and outcomes of the same runs, written by
@@ -162,10 +162,11 @@ spec:
         lambda: h.fetchval("SELECT count(*) FROM workers WHERE status = 'active'"),
         lambda n: n >= 2,
         timeout=60,
+        what="two active workers",
     )
     runs = [await h.run("mixed") for _ in range(4)]
     for run in runs:
-        assert await h.until_settled(run.run_id, timeout=180) == "succeeded"
+        assert await h.until_finished(run.run_id, timeout=180) == "succeeded"
     pids = await h.fetchval(
         "SELECT count(DISTINCT output->>'ref') FROM step_attempts WHERE step = 'jobs'"
     )

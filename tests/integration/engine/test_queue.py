@@ -1,13 +1,17 @@
-"""concurrency: Queue under concurrency: never two runs started, and no run left queued."""
+"""concurrency: Queue under concurrency: never two runs started, and no run left queued.
+
+The first test races two calls of the store's ``start_queued_run`` itself, as two sweepers
+would: no door lets a test hold one sweeper inside its transaction while the other starts.
+The rest go through the door.
+"""
 
 from __future__ import annotations
 
 import asyncio
 
-from dirigent.engine.store import runs as runs_store
-from dirigent.engine.store.pool import in_transaction
-from tests.integration.engine.harness import Harness
-from tests.waiting import eventually
+from dirigent.engine.store.transactions import runs as runs_store
+from tests.support.harness import Harness
+from tests.support.waiting import eventually
 
 QUEUED = """
 apiVersion: dirigent.dev/v1alpha1
@@ -58,15 +62,12 @@ async def test_two_sweepers_starting_queued_runs_at_once_start_one(h: Harness) -
     assert await running(h) == 1
 
 
-async def test_a_started_run_that_settles_at_once_starts_the_next(h: Harness) -> None:
+async def test_a_started_run_that_finishes_at_once_starts_the_next(h: Harness) -> None:
     await h.apply(QUEUED)
     first = await h.run("q")
     empty = await h.run("q", {"xs": []})
     third = await h.run("q")
     assert (empty.status, third.status) == ("queued", "queued")
-    await in_transaction(
-        h.pool,
-        lambda c: runs_store.cancel_run(c, first.run_id, reason="test", versions=h.versions),
-    )
+    await h.cancel(first.run_id)
     assert await h.status(empty.run_id) == "succeeded"
     assert await h.status(third.run_id) == "running", "started without waiting for a sweeper"

@@ -12,8 +12,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from tests.integration.engine.harness import Harness, spawn_worker
-from tests.waiting import until
+from tests.support.harness import Harness, spawn_worker
+from tests.support.waiting import eventually
 
 FAST_LEASES = {
     "DIRIGENT_LEASE_DURATION": "2s",
@@ -23,7 +23,7 @@ FAST_LEASES = {
 
 
 async def wait_for_line(path: Path, prefix: str, timeout: float = 30) -> None:
-    await until(
+    await eventually(
         lambda: (
             path.exists() and any(ln.startswith(prefix) for ln in path.read_text().splitlines())
         ),
@@ -53,7 +53,7 @@ spec:
     victim.wait()
     assert await h.fetchval("SELECT status FROM step_attempts WHERE step = 'work'") == "running"
     processes.append(spawn_worker(db_url, tmp_path / "art", extra=FAST_LEASES))
-    assert await h.until_settled(run.run_id, timeout=60) == "succeeded"
+    assert await h.until_finished(run.run_id, timeout=60) == "succeeded"
     lines = [ln.split()[0] for ln in log.read_text().splitlines()]
     assert lines == [
         "start",
@@ -85,7 +85,7 @@ spec:
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     processes.append(spawn_worker(db_url, tmp_path / "art", extra=FAST_LEASES))
-    assert await h.until_settled(run.run_id, timeout=60) == "succeeded"
+    assert await h.until_finished(run.run_id, timeout=60) == "succeeded"
     kinds = [ln.split()[0] for ln in (jobs / "events.log").read_text().splitlines()]
     assert kinds.count("submit") == 1
     assert kinds.count("fetch") == 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from tests.integration.engine.harness import Harness
-from tests.waiting import eventually
+from tests.support.harness import Harness
+from tests.support.waiting import eventually
 
 
 def pipeline(
@@ -30,7 +30,7 @@ async def test_transient_failures_are_retried_until_success(h: Harness) -> None:
     await h.apply(pipeline("transient", times=2, max_attempts=3))
     run = await h.run("r")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     attempts = await h.attempts(run.run_id)
     assert [(a["number"], a["status"]) for a in attempts] == [
         (1, "failed"),
@@ -44,7 +44,7 @@ async def test_unknown_failures_spend_the_budget_then_fail(h: Harness) -> None:
     await h.apply(pipeline("unknown", times=None, max_attempts=2))
     run = await h.run("r")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     assert [a["status"] for a in await h.attempts(run.run_id)] == ["failed", "failed"]
 
 
@@ -52,7 +52,7 @@ async def test_rejected_failures_fail_at_once(h: Harness) -> None:
     await h.apply(pipeline("rejected", times=None, max_attempts=5))
     run = await h.run("r")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     [only] = await h.attempts(run.run_id)
     assert (only["error_class"], only["error_code"]) == ("rejected", "core.fail.requested")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.integration.engine.harness import Harness
+from tests.support.harness import Harness
 
 HEAD = """
 apiVersion: dirigent.dev/v1alpha1
@@ -19,7 +19,7 @@ async def outcome(
     await h.apply(HEAD + steps)
     run = await h.run("p", params)
     async with h.workers(1):
-        status = await h.until_settled(run.run_id)
+        status = await h.until_finished(run.run_id)
     return status, await h.steps(run.run_id)
 
 
@@ -37,7 +37,7 @@ spec:
 """)
     run = await h.run("linear")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     outputs = {a["step"]: a["output"]["value"] for a in await h.attempts(run.run_id)}
     assert outputs == {"a": {"n": 3, "list": [1, 2]}, "b": 3, "c": "n=3 ${literal}"}
 
@@ -147,7 +147,7 @@ async def test_items_continue_succeeds_with_errors_when_some_items_fail(h: Harne
     )
     run = await h.run("p")
     async with h.workers(1):
-        status = await h.until_settled(run.run_id)
+        status = await h.until_finished(run.run_id)
     assert status == "failed"  # every item of `each` failed: nothing succeeded
     await h.apply(
         HEAD
@@ -158,7 +158,7 @@ async def test_items_continue_succeeds_with_errors_when_some_items_fail(h: Harne
     )
     run = await h.run("p")
     async with h.workers(1):
-        status = await h.until_settled(run.run_id)
+        status = await h.until_finished(run.run_id)
     assert status == "completed_with_errors"
     assert await h.steps(run.run_id) == {"mixed": "succeeded", "after": "succeeded"}
     items = await h.fetchval(
@@ -177,7 +177,7 @@ async def test_items_fail_fast_fails_the_step_and_stops_the_rest(h: Harness) -> 
     )
     run = await h.run("p")
     async with h.workers(1, concurrency=1):  # the failing item is claimed first, alone
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     assert await h.steps(run.run_id) == {"each": "failed", "after": "upstream_failed"}
     attempts = await h.attempts(run.run_id, "each")
     # The rest stopped: cancelled (a 30s sleep would have outlived the test). A worker's
@@ -223,7 +223,7 @@ async def test_an_unknown_reference_fails_the_attempt_as_rejected(h: Harness) ->
     )
     run = await h.run("p")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     [b] = await h.attempts(run.run_id, "b")
     assert (b["error_class"], b["error_code"]) == ("rejected", "reference.unresolved")
     row = await h.fetchval(

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from dirigent.engine.manifests.enums import Priority
-from dirigent.engine.problems import ProblemsError
-from tests.integration.engine.harness import Harness, utc
+from dirigent.engine.shapes.manifests.enums import Priority
+from dirigent.engine.shapes.problems import ProblemsError
+from tests.support.harness import Harness, utc
 
 FAN = """
 apiVersion: dirigent.dev/v1alpha1
@@ -40,7 +40,7 @@ async def test_params_defaults_and_fan_out_grid_exist_at_creation(h: Harness) ->
     assert grid == ['"no"', '"se"', '"dk"']
     assert await h.fetchval("SELECT count(*) FROM step_attempts WHERE run_id = $1", run.run_id) == 6
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     paired = [a["output"]["value"] for a in await h.attempts(run.run_id, "pair")]
     assert paired == ["no-2026-12-01", "se-2026-12-01", "dk-2026-12-01"]
 
@@ -109,8 +109,8 @@ async def test_concurrency_queue_starts_the_next_when_one_finishes(h: Harness) -
     second = await h.run("pol")
     assert (first.status, second.status) == ("running", "queued")
     async with h.workers(1):
-        assert await h.until_settled(first.run_id) == "succeeded"
-        assert await h.until_settled(second.run_id) == "succeeded"
+        assert await h.until_finished(first.run_id) == "succeeded"
+        assert await h.until_finished(second.run_id) == "succeeded"
     starts = await h.fetchval("SELECT array_agg(started_at ORDER BY id) FROM runs")
     finishes = await h.fetchval("SELECT array_agg(finished_at ORDER BY id) FROM runs")
     assert starts[1] >= finishes[0]
@@ -123,7 +123,7 @@ async def test_concurrency_replace_cancels_the_run_in_flight(h: Harness) -> None
     assert second.replaced == (first.run_id,)
     assert await h.status(first.run_id) == "cancelled"
     async with h.workers(1):
-        assert await h.until_settled(second.run_id) == "succeeded"
+        assert await h.until_finished(second.run_id) == "succeeded"
 
 
 async def test_concurrency_allow_runs_side_by_side(h: Harness) -> None:

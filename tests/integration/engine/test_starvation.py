@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.engine.harness import Harness
+from tests.support.harness import Harness
 
 POLL = 1.0
 POKES = 4
@@ -36,10 +36,10 @@ spec:
     wide = await h.run("wide", {"items": list(range(10_000))})
     sensors = await h.run("sensors")
     async with h.workers(1, concurrency=8):
-        assert await h.until_settled(sensors.run_id, timeout=120) == "succeeded"
+        assert await h.until_finished(sensors.run_id, timeout=120) == "succeeded"
         # The sensors finished while the fan-out was still going: they ran beside it.
         assert await h.status(wide.run_id) == "running"
-        assert await h.until_settled(wide.run_id, timeout=600) == "succeeded"
+        assert await h.until_finished(wide.run_id, timeout=600) == "succeeded"
     lags = sorted(
         float(ln.split()[0]) for ln in ticks.read_text().splitlines() if not ln.startswith("first")
     )

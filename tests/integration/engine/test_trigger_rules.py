@@ -10,7 +10,7 @@ import itertools
 
 import pytest
 
-from tests.integration.engine.harness import Harness
+from tests.support.harness import Harness
 
 OUTCOMES = ("ok", "bad", "uf", "sk")
 RULES = ("AllSuccess", "AllDone", "OneFailed", "Always")
@@ -69,7 +69,7 @@ async def test_every_rule_over_every_upstream_combination(h: Harness) -> None:
     )
     run = await h.run("rules")
     async with h.workers(2):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     steps = await h.steps(run.run_id)
     assert {n: steps[n] for n in cases} == cases
     assert (steps["uf1"], steps["sk1"]) == ("upstream_failed", "skipped")
@@ -109,7 +109,7 @@ async def test_the_seeds_error_handler_fires_when_push_never_ran_because_its_ups
     await h.apply(SEED.format(on_timeout=on_timeout))
     run = await h.run("climate")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == run_status
+        assert await h.until_finished(run.run_id) == run_status
     steps = await h.steps(run.run_id)
     assert (steps["push"], steps["notify_failure"]) == (push, notify)
     items = await h.fetchval(
@@ -133,7 +133,7 @@ spec:
 """)
     run = await h.run("tolerated")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     assert await h.steps(run.run_id) == {
         "first": "failed",
         "carry_on": "succeeded",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.engine.harness import Harness
-from tests.waiting import eventually, until
+from tests.support.harness import Harness
+from tests.support.waiting import eventually
 
 
 def remote(tmp: Path, **config: object) -> str:
@@ -31,7 +31,7 @@ async def test_an_async_operator_is_submitted_once_probed_until_done_then_fetche
     await h.apply(remote(tmp_path, polls=3))
     run = await h.run("remote")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     kinds = [e[0] for e in events(tmp_path)]
     assert kinds.count("submit") == 1
     assert kinds.count("probe") == 3
@@ -49,7 +49,7 @@ async def test_a_failed_probe_is_an_unknown_failure(h: Harness, tmp_path: Path) 
     await h.apply(remote(tmp_path, polls=1, outcome="failed"))
     run = await h.run("remote")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     [job] = await h.attempts(run.run_id, "job")
     assert (job["error_class"], job["error_code"]) == ("unknown", "engine.remote.failed")
 
@@ -60,13 +60,13 @@ async def test_a_vanished_job_fails_transient_after_consecutive_gone_probes(
     await h.apply(remote(tmp_path, polls=1000))
     run = await h.run("remote")
     async with h.workers(1):
-        await until(lambda: list(tmp_path.glob("job-*.json")), what="the job submitted")
+        await eventually(lambda: list(tmp_path.glob("job-*.json")), what="the job submitted")
         for job in tmp_path.glob("job-*.json"):
             job.unlink()
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     [job] = await h.attempts(run.run_id, "job")
     assert (job["error_class"], job["error_code"]) == ("transient", "engine.remote.gone")
-    assert job["gone_count"] == 2  # the third consecutive GONE settled it
+    assert job["gone_count"] == 2  # the third consecutive GONE recorded it
 
 
 def sensor(pokes: int, deadline: str = "1h", on_timeout: str = "Fail") -> str:
@@ -108,7 +108,7 @@ async def test_a_sensor_succeeds_when_its_condition_holds(h: Harness) -> None:
     await h.apply(sensor(pokes=3))
     run = await h.run("sense")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     [wait] = await h.attempts(run.run_id, "wait")
     assert wait["output"] == {"pokes": 3}
 
@@ -117,7 +117,7 @@ async def test_a_sensor_deadline_with_skip_is_seen_downstream(h: Harness) -> Non
     await h.apply(sensor(pokes=10_000, deadline="300ms", on_timeout="Skip"))
     run = await h.run("sense")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id) == "succeeded"
     assert await h.steps(run.run_id) == {
         "wait": "skipped",
         "after": "skipped",
@@ -129,7 +129,7 @@ async def test_a_sensor_deadline_with_fail_fails(h: Harness) -> None:
     await h.apply(sensor(pokes=10_000, deadline="300ms", on_timeout="Fail"))
     run = await h.run("sense")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     [wait] = await h.attempts(run.run_id, "wait")
     assert wait["error_code"] == "engine.sensor.deadline"
 
@@ -147,7 +147,7 @@ spec:
 """)
     run = await h.run("late")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
+        assert await h.until_finished(run.run_id) == "failed"
     [job] = await h.attempts(run.run_id, "job")
     assert (job["error_class"], job["error_code"]) == ("transient", "engine.remote.deadline")
     kinds = [e[0] for e in events(tmp_path)]
@@ -166,7 +166,7 @@ spec:
 """)
     await h.run("keep")
     async with h.workers(1):
-        await until(
+        await eventually(
             lambda: path.exists() and len(path.read_text().splitlines()) >= 5, what="five pokes"
         )
     lines = path.read_text().splitlines()
@@ -187,7 +187,7 @@ spec:
 """)
     run = await h.run("late")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id, timeout=15) == "succeeded"
+        assert await h.until_finished(run.run_id, timeout=15) == "succeeded"
     [tick] = await h.attempts(run.run_id, "tick")
     assert tick["status"] == "skipped"
     assert (tick["finished_at"] - tick["first_started_at"]).total_seconds() < 5
@@ -211,7 +211,7 @@ spec:
         (tmp_path / f"ok-{n}").touch()
     run = await h.run("paired")
     async with h.workers(1):
-        await h.until_settled(run.run_id)
+        await h.until_finished(run.run_id)
     b = await h.attempts(run.run_id, "b")
     assert [(a["item_index"], a["status"]) for a in b] == [
         (0, "succeeded"),
@@ -245,7 +245,7 @@ spec:
 async def test_pokes_are_claimed_and_parked_in_batches_without_the_run_lock(h: Harness) -> None:
     """Many sensors of one run: each claim takes a batch of due pokes, and a writer batch
     of parkings locks only its attempt rows. While another transaction holds the run's row
-    (as a writer settling one of the run's items would), every sensor is still poked and
+    (as a writer recording one of the run's items would), every sensor is still poked and
     parked again and again: parking never queues behind the run's writers."""
     await h.apply(sensors(40))
     run = await h.run("sensors")

@@ -2,16 +2,19 @@
 
 The worker here polls only once a minute, so a run that finishes in seconds proves the
 notification, not the poll, woke it. (How fast is measured in bench/, not asserted here.)
+
+Workers and runs go through the door; one test also listens on the store's work channel
+(``store.transactions.progress.WORK_CHANNEL``) itself, because the NOTIFY an outcome sends
+is the thing it checks.
 """
 
 from __future__ import annotations
 
-import asyncio
+import asyncpg
 
-from dirigent.engine.store.pool import connect
-from dirigent.engine.store.progress import WORK_CHANNEL
-from tests.integration.engine.harness import Harness
-from tests.waiting import eventually, until
+from dirigent.engine.store.transactions.progress import WORK_CHANNEL
+from tests.support.harness import Harness
+from tests.support.waiting import eventually
 
 LISTENING = "SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN %'"
 
@@ -32,8 +35,7 @@ async def test_an_idle_worker_wakes_on_notify_not_on_its_poll(h: Harness) -> Non
         # The worker listens (its last statement on its own connection) and has no work.
         await eventually(lambda: h.fetchval(LISTENING), lambda n: n == 1, what="listening")
         run = await h.run("w")
-        async with asyncio.timeout(15):
-            assert await h.until_settled(run.run_id) == "succeeded"
+        assert await h.until_finished(run.run_id, timeout=15) == "succeeded"
 
 
 async def test_a_step_an_outcome_makes_ready_notifies_the_idle_workers(h: Harness) -> None:
@@ -43,12 +45,12 @@ async def test_a_step_an_outcome_makes_ready_notifies_the_idle_workers(h: Harnes
     await h.apply(TWO_STEPS)
     run = await h.run("w")
     heard: list[str] = []
-    listener = await connect(h.url)
+    listener = await asyncpg.connect(h.dsn)
     try:
         await listener.add_listener(WORK_CHANNEL, lambda *args: heard.append(args[2]))
         async with h.workers(1, poll_interval=60.0, sweep_interval=60.0):
-            assert await h.until_settled(run.run_id) == "succeeded"
-        await until(lambda: heard, what="a notification from the outcome that queued b")
+            assert await h.until_finished(run.run_id) == "succeeded"
+        await eventually(lambda: heard, what="a notification from the outcome that queued b")
     finally:
         await listener.close()
 
@@ -68,7 +70,7 @@ async def test_without_notify_the_poll_still_finds_work(h: Harness) -> None:
         run.run_id,
     )
     async with h.workers(1, poll_interval=0.5, sweep_interval=60.0):
-        assert await h.until_settled(run.run_id, timeout=15) == "succeeded"
+        assert await h.until_finished(run.run_id, timeout=15) == "succeeded"
     [a] = await h.attempts(run.run_id, "a")
     assert a["started_at"] >= a["available_at"]
 
@@ -112,4 +114,4 @@ async def test_the_next_claim_does_not_wait_for_the_last_commit(h: Harness) -> N
             assert (await h.attempts(first.run_id, "a"))[0]["status"] == "running"
             await hold.commit()
             for run in (first, second):
-                assert await h.until_settled(run.run_id) == "succeeded"
+                assert await h.until_finished(run.run_id) == "succeeded"

@@ -1,4 +1,7 @@
-"""The embedded server: restarts on its data, stops cleanly, never runs as root."""
+"""The embedded server: restarts on its data, stops cleanly, never runs as root.
+
+A unit test of ``infrastructure.embedded`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from dirigent.engine.store.embedded import (
+from dirigent.engine.infrastructure.embedded import (
     DEFAULT_OS_USER,
     EmbeddedPostgres,
     EmbeddedPostgresError,
@@ -102,7 +105,7 @@ def test_runs_as_a_normal_user(outside_pytest_tree: Path) -> None:
         f"""
         import asyncio, os
         import asyncpg
-        from dirigent.engine.store.embedded import EmbeddedPostgres, binaries_dir
+        from dirigent.engine.infrastructure.embedded import EmbeddedPostgres, binaries_dir
         binaries_dir()
         os.environ["HOME"] = {str(home)!r}
         os.setgroups([]); os.setgid({nobody.pw_gid}); os.setuid({nobody.pw_uid})
@@ -134,7 +137,7 @@ def test_servers_starting_at_once_create_their_os_user_once() -> None:
     script = textwrap.dedent(
         f"""
         import sys
-        from dirigent.engine.store.embedded import _ensure_os_user
+        from dirigent.engine.infrastructure.embedded import _ensure_os_user
         print("ready", flush=True)
         sys.stdin.readline()  # all start together, once every child has imported
         print(_ensure_os_user({name!r}).uid)

@@ -1,4 +1,8 @@
-"""`dirigent migrate` in a subprocess, as the Helm hook Job runs it."""
+"""`dirigent migrate` in a subprocess, as the Helm hook Job runs it.
+
+The revision it reached is read back from the row Alembic keeps, and compared with the one
+this release expects (``Engine.schema_head``).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dirigent.engine.store.database import create_database, current_revision, head_revision
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine import EmbeddedPostgres, Engine
+from tests.support.postgres import create_database, schema_revision
 
 pytestmark = pytest.mark.integration
 
@@ -32,14 +36,14 @@ def _migrate(url: str | None) -> subprocess.CompletedProcess[str]:
 
 
 async def test_migrate_empty_database_then_nothing_to_do(pg_server: EmbeddedPostgres) -> None:
-    await create_database(pg_server.url, "cli_migrate")
+    await create_database(pg_server, "cli_migrate")
     # A plain postgresql:// URL, as people write it, is accepted too.
     url = pg_server.url_for("cli_migrate", driver="")
 
     first = _migrate(url)
     assert first.returncode == 0, first.stderr
-    assert f"(empty database) -> {head_revision()}" in first.stdout
-    assert await current_revision(url) == head_revision()
+    assert f"(empty database) -> {Engine.schema_head()}" in first.stdout
+    assert await schema_revision(url) == Engine.schema_head()
 
     second = _migrate(url)
     assert second.returncode == 0, second.stderr

@@ -1,4 +1,7 @@
-"""The migrated schema is exactly `tables.metadata`, and the constraints it promises hold."""
+"""The migrated schema is exactly `tables.metadata`, and the constraints it promises hold.
+
+A unit test of ``store.schema`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +12,15 @@ from sqlalchemy import Connection, insert, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from dirigent.engine.store import tables as t
-from dirigent.engine.store.database import (
+from dirigent.engine.infrastructure.embedded import EmbeddedPostgres
+from dirigent.engine.store.schema import tables as t
+from dirigent.engine.store.schema.database import (
     create_database,
     create_engine,
     current_revision,
     head_revision,
     upgrade_async,
 )
-from dirigent.engine.store.embedded import EmbeddedPostgres
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,7 @@
-"""The status enums are exactly what the migrated tables' CHECK constraints allow."""
+"""The status enums are exactly what the migrated tables' CHECK constraints allow.
+
+A test of the store's schema itself: it reads the constraints the migrations made.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +10,8 @@ import re
 import asyncpg
 import pytest
 
-from dirigent.engine.statuses import RunStatus, WorkStatus
-from dirigent.engine.store.pool import asyncpg_dsn
+from dirigent.engine.shapes.statuses import RunStatus, WorkStatus
+from tests.support.postgres import plain_dsn
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +28,7 @@ pytestmark = pytest.mark.integration
 async def test_status_enum_matches_the_check_constraint(
     db_url: str, table: str, values: set[str]
 ) -> None:
-    conn = await asyncpg.connect(asyncpg_dsn(db_url))
+    conn = await asyncpg.connect(plain_dsn(db_url))
     try:
         definition = await conn.fetchval(
             "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = $1",

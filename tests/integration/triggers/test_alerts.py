@@ -1,5 +1,5 @@
-"""Alerts raised with the settling transaction, delivered by workers through catalog notifiers,
-retried against a flaky loopback receiver; reports rendered at settle."""
+"""Alerts raised with the finishing transaction, delivered by workers through catalog notifiers,
+retried against a flaky loopback receiver; reports rendered at finish."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from dirigent.engine import ProblemsError
-from tests.integration.engine.harness import Harness
-from tests.integration.triggers.conftest import serve
-from tests.waiting import eventually
+from tests.support.harness import Harness
+from tests.support.servers import serve
+from tests.support.waiting import eventually
 
 PIPELINE = """
 apiVersion: dirigent.dev/v1alpha1
@@ -65,10 +65,6 @@ class Receiver:
         return JSONResponse({}, status_code=status)
 
 
-async def until(condition: Any, timeout: float = 30.0) -> None:
-    await eventually(condition, timeout=timeout)
-
-
 async def setup(
     h: Harness, tmp_path: Path, url: str, rules: str, importance: str = "Normal"
 ) -> None:
@@ -87,23 +83,23 @@ async def test_flaky_receiver_gets_the_alert_exactly_once(h: Harness, tmp_path: 
         await setup(h, tmp_path, f"{base}/alert", rule)
         run = await h.run("nightly")
         async with h.workers(1, notification_backoff=dt.timedelta(milliseconds=200)):
-            assert await h.until_settled(run.run_id) == "failed"
+            assert await h.until_finished(run.run_id) == "failed"
 
             async def delivered() -> bool:
-                [n] = await h.engine.notifications("default", run.run_id)
+                [n] = await h.engine.runs.notifications("default", run.run_id)
                 return n.status == "delivered"
 
-            await until(delivered)
+            await eventually(delivered, timeout=30, what="the alert delivered")
     assert [c["status"] for c in receiver.calls] == [500, 500, 200]
     assert {c["title"] for c in receiver.calls} == {"nightly failed: a"}
     assert receiver.calls[-1]["links"]["report"].endswith(f"/runs/{run.run_id}/report")
-    [n] = await h.engine.notifications("default", run.run_id)
+    [n] = await h.engine.runs.notifications("default", run.run_id)
     assert (n.attempts, n.event, n.rule) == (3, "run_failed", "page")
     messages = [line["message"] for line in await h.logs(run.run_id)]
     assert any("alert page queued" in m for m in messages)
     assert sum("retrying in" in m for m in messages) == 2
     assert any("alert page delivered" in m for m in messages)
-    report = await h.engine.report("default", run.run_id)
+    report = await h.engine.runs.report("default", run.run_id)
     assert report is not None and report.startswith("# nightly failed") and "- a: failed" in report
 
 
@@ -119,13 +115,13 @@ async def test_a_receiver_that_never_recovers_is_given_up(h: Harness, tmp_path: 
             notification_backoff=dt.timedelta(milliseconds=50),
             notification_attempts=3,
         ):
-            await h.until_settled(run.run_id)
+            await h.until_finished(run.run_id)
 
             async def gave_up() -> bool:
-                [n] = await h.engine.notifications("default", run.run_id)
+                [n] = await h.engine.runs.notifications("default", run.run_id)
                 return n.status == "failed"
 
-            await until(gave_up)
+            await eventually(gave_up, timeout=30, what="the alert given up")
     assert len(receiver.calls) == 3
     messages = [line["message"] for line in await h.logs(run.run_id)]
     assert any("gave up after 3 attempt(s)" in m for m in messages)
@@ -146,10 +142,10 @@ async def test_rules_match_by_event_importance_and_throttle(h: Harness, tmp_path
     first = await h.run("nightly")
     second = await h.run("nightly")
     async with h.workers(1):
-        await h.until_settled(first.run_id)
-        await h.until_settled(second.run_id)
+        await h.until_finished(first.run_id)
+        await h.until_finished(second.run_id)
     raised = {
-        run: sorted(n.rule for n in await h.engine.notifications("default", run))
+        run: sorted(n.rule for n in await h.engine.runs.notifications("default", run))
         for run in (first.run_id, second.run_id)
     }
     # Normal importance: the Critical floor does not match, the Routine floor does; the
@@ -193,8 +189,8 @@ async def test_templates_refused_at_apply_and_degraded_at_render(
     await setup(h, tmp_path, "http://127.0.0.1:9/alert", sandboxed)
     run = await h.run("nightly")
     async with h.workers(1):
-        await h.until_settled(run.run_id)
-    [n] = await h.engine.notifications("default", run.run_id)
+        await h.until_finished(run.run_id)
+    [n] = await h.engine.runs.notifications("default", run.run_id)
     assert n.subject == f"[dirigent] nightly run {run.run_id} failed"
     assert n.body.startswith("|")  # an unknown name renders empty, the error follows
     warnings = [m["message"] for m in await h.logs(run.run_id) if m["level"] == "warning"]
@@ -221,5 +217,5 @@ spec:
     deliverer = h.worker()._deliverer()
     await deliverer.sweep()
     await deliverer.sweep()  # re-detection is harmless: one row per (run, rule, event)
-    [n] = await h.engine.notifications("default", run.run_id)
+    [n] = await h.engine.runs.notifications("default", run.run_id)
     assert (n.event, n.rule, n.status) == ("run_stuck", "stuck", "queued")

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from dirigent.engine import ProblemsError
-from dirigent.engine.views import BackfillRequest
-from tests.integration.engine.harness import Harness
+from dirigent.engine.shapes.views import BackfillRequest
+from tests.support.harness import Harness
 
 PIPELINE = """
 apiVersion: dirigent.dev/v1alpha1
@@ -43,8 +43,8 @@ async def test_one_run_per_window_in_order_and_the_clock_untouched(
     h: Harness, tmp_path: Path
 ) -> None:
     await setup(h, tmp_path)
-    before = await h.engine.schedule("default", "nightly")
-    result = await h.engine.backfill(
+    before = await h.engine.triggers.schedule("default", "nightly")
+    result = await h.engine.triggers.backfill(
         "default",
         "load",
         BackfillRequest(schedule="nightly", start=utc(2026, 3, 27), end=utc(2026, 3, 31)),
@@ -65,10 +65,10 @@ async def test_one_run_per_window_in_order_and_the_clock_untouched(
     )
     assert [tuple(r)[:2] for r in rows] == [("backfill", "schedule/nightly")] * 4
     assert [(r[2], r[3]) for r in rows] == [(w.start, w.end) for w in result.windows]
-    assert await h.engine.schedule("default", "nightly") == before
-    assert await h.engine.firings("default", "nightly") == []
+    assert await h.engine.triggers.schedule("default", "nightly") == before
+    assert await h.engine.triggers.firings("default", "nightly") == []
     # Half-open: the adjacent range does not repeat the last window.
-    nxt = await h.engine.backfill(
+    nxt = await h.engine.triggers.backfill(
         "default",
         "load",
         BackfillRequest(schedule="nightly", start=utc(2026, 3, 31), end=utc(2026, 4, 2)),
@@ -78,7 +78,7 @@ async def test_one_run_per_window_in_order_and_the_clock_untouched(
 
 async def test_concurrency_is_respected_and_reported_per_window(h: Harness, tmp_path: Path) -> None:
     await setup(h, tmp_path, concurrency="Skip")
-    result = await h.engine.backfill(
+    result = await h.engine.triggers.backfill(
         "default",
         "load",
         BackfillRequest(schedule="nightly", start=utc(2026, 1, 1), end=utc(2026, 1, 4)),
@@ -90,7 +90,7 @@ async def test_concurrency_is_respected_and_reported_per_window(h: Harness, tmp_
 async def test_refusals_and_dry_run(h: Harness, tmp_path: Path) -> None:
     await setup(h, tmp_path)
     with pytest.raises(ProblemsError) as too_many:
-        await h.engine.backfill(
+        await h.engine.triggers.backfill(
             "default",
             "load",
             BackfillRequest(schedule="nightly", start=utc(2026, 1, 1), end=utc(2027, 1, 1)),
@@ -98,27 +98,27 @@ async def test_refusals_and_dry_run(h: Harness, tmp_path: Path) -> None:
     [p] = too_many.value.problems
     assert p.code == "backfill.too_many" and "365 runs" in p.message and "200" in p.message
     with pytest.raises(ProblemsError) as once:
-        await h.engine.backfill(
+        await h.engine.triggers.backfill(
             "default",
             "load",
             BackfillRequest(schedule="once", start=utc(2026, 1, 1), end=utc(2026, 2, 1)),
         )
     assert once.value.problems[0].code == "backfill.schedule.one_time"
     with pytest.raises(ProblemsError) as ghost:
-        await h.engine.backfill(
+        await h.engine.triggers.backfill(
             "default",
             "load",
             BackfillRequest(schedule="ghost", start=utc(2026, 1, 1), end=utc(2026, 2, 1)),
         )
     assert ghost.value.problems[0].code == "backfill.schedule.not_found"
     with pytest.raises(ProblemsError) as backwards:
-        await h.engine.backfill(
+        await h.engine.triggers.backfill(
             "default",
             "load",
             BackfillRequest(schedule="nightly", start=utc(2026, 2, 1), end=utc(2026, 1, 1)),
         )
     assert backwards.value.problems[0].code == "backfill.range.invalid"
-    planned = await h.engine.backfill(
+    planned = await h.engine.triggers.backfill(
         "default",
         "load",
         BackfillRequest(

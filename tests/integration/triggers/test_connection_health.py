@@ -7,9 +7,9 @@ import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from dirigent.engine.manifests.loading import parse_manifest, read_text
-from tests.integration.engine.harness import Harness
-from tests.integration.triggers.conftest import serve
+from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
+from tests.support.harness import Harness
+from tests.support.servers import serve
 
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
@@ -48,7 +48,7 @@ async def apply_connection(h: Harness, url: str) -> None:
     docs, _ = read_text(CONNECTION.format(url=url))
     manifest, problems = parse_manifest(docs[0].data)
     assert manifest is not None, problems
-    await h.engine.apply(manifest, "default", secret_values={"token": "s3cr3t"})
+    await h.engine.manifests.apply(manifest, "default", secret_values={"token": "s3cr3t"})
 
 
 async def test_a_check_opens_the_connection_and_reports_each_way_it_goes(h: Harness) -> None:
@@ -56,7 +56,7 @@ async def test_a_check_opens_the_connection_and_reports_each_way_it_goes(h: Harn
     async with serve(app) as url:
         await apply_connection(h, url)
         # Healthy: the check reached the server with the token unsealed from the database
-        health = await h.engine.check_connection("default", "api", within=5)
+        health = await h.engine.connections.check("default", "api", within=5)
         assert health is not None
         assert (health.ok, health.reason) == (True, "Reachable"), health
         assert f"GET {url}/health answered 200" == health.message
@@ -64,28 +64,28 @@ async def test_a_check_opens_the_connection_and_reports_each_way_it_goes(h: Harn
 
         # A server error is Unreachable, with what the server answered
         app.status = 503
-        health = await h.engine.check_connection("default", "api", within=5)
+        health = await h.engine.connections.check("default", "api", within=5)
         assert health is not None and (health.ok, health.reason) == (False, "Unreachable")
         assert "answered 503" in health.message
 
         # A server that does not answer in time is CheckTimedOut
         app.status, app.holding = 200, True
-        health = await h.engine.check_connection("default", "api", within=0.3)
+        health = await h.engine.connections.check("default", "api", within=0.3)
         assert health is not None and (health.ok, health.reason) == (False, "CheckTimedOut")
         app.hold.set()
 
     # A server that is gone is Unreachable, naming the URL
-    health = await h.engine.check_connection("default", "api", within=5)
+    health = await h.engine.connections.check("default", "api", within=5)
     assert health is not None and (health.ok, health.reason) == (False, "Unreachable")
     assert f"{url}/health is unreachable" in health.message
 
     # No such connection: nothing to check
-    assert await h.engine.check_connection("default", "nowhere") is None
+    assert await h.engine.connections.check("default", "nowhere") is None
 
 
 async def test_stored_settings_that_do_not_fit_the_kind_are_reported(h: Harness) -> None:
     await apply_connection(h, "http://127.0.0.1:9")
     await h.execute("UPDATE connections SET settings = '{}'::jsonb WHERE name = 'api'")
-    health = await h.engine.check_connection("default", "api", within=5)
+    health = await h.engine.connections.check("default", "api", within=5)
     assert health is not None and (health.ok, health.reason) == (False, "InvalidSettings")
     assert health.message.startswith("url:"), health.message

@@ -5,7 +5,6 @@ that link is where the REST API serves the report."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 from collections.abc import Iterator
 from email import message_from_bytes
@@ -18,8 +17,10 @@ from aiosmtpd.controller import Controller
 
 from dirigent.api.app import create_app
 from dirigent.api.auth import StaticToken
-from tests.integration.engine.harness import Harness
-from tests.integration.triggers.conftest import serve
+from dirigent.engine.shapes.views import NotificationView
+from tests.support.harness import Harness
+from tests.support.servers import serve
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -90,15 +91,18 @@ async def test_a_failed_run_is_mailed_to_a_real_smtp_server(
     await h.apply(PIPELINE.format(needs=tmp_path / "never"))
     run = await h.run("nightly")
     async with h.workers(1):
-        assert await h.until_settled(run.run_id) == "failed"
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 30
-        while True:
-            [note] = await h.engine.notifications("default", run.run_id)
-            if note.status in ("delivered", "failed"):
-                break
-            assert loop.time() < deadline, f"the alert is still {note.status}"
-            await asyncio.sleep(0.05)
+        assert await h.until_finished(run.run_id) == "failed"
+
+        async def the_note() -> NotificationView:
+            [note] = await h.engine.runs.notifications("default", run.run_id)
+            return note
+
+        note = await eventually(
+            the_note,
+            lambda n: n.status in ("delivered", "failed"),
+            timeout=30,
+            what="the alert delivered or given up",
+        )
     assert note.status == "delivered", note
     [envelope] = box.envelopes  # exactly one message, to the connection's recipients
     assert envelope.mail_from == "dirigent@example.test"

@@ -9,13 +9,10 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from dirigent.engine import Engine, RunRequest
-from dirigent.engine.plugins import discover
-from dirigent.engine.store.pool import Database
-from dirigent.engine.views import BackfillRequest
-from tests.integration.engine.harness import Harness
-from tests.integration.triggers.conftest import settings_for
+from dirigent.engine import RunRequest
+from dirigent.engine.shapes.views import BackfillRequest
 from tests.integration.triggers.test_webhooks import TOKEN, apply_hook
+from tests.support.harness import SECRET_KEY, harness
 
 PIPELINE = """
 apiVersion: dirigent.dev/v1alpha1
@@ -50,10 +47,10 @@ async def body(data: bytes) -> AsyncIterator[bytes]:
 
 async def test_every_door_counts_the_runs_it_starts(db_url: str, tmp_path: Path) -> None:
     registry = CollectorRegistry()  # a process's own registry, handed to its engine
-    database = await Database.connect(db_url, max_size=10)
-    try:
-        engine = Engine(settings_for(db_url, tmp_path / "a"), database, discover(), registry)
-        h = Harness(engine, database.pool, db_url)
+    async with harness(
+        db_url, tmp_path / "a", unsafe=(), secret_key=SECRET_KEY, registry=registry
+    ) as h:
+        engine = h.engine
         await h.apply(PIPELINE.format(path=tmp_path / "rec"))
         await h.apply(SCHEDULE)
         await apply_hook(h, "orders", "", {"token": TOKEN})
@@ -62,34 +59,36 @@ async def test_every_door_counts_the_runs_it_starts(db_url: str, tmp_path: Path)
         await h.run("ingest")
         await h.run("ingest", idempotency_key="once")
         await h.run("ingest", idempotency_key="once")
-        await engine.start_runs([RunRequest("default", "ingest", triggered_by_kind="cli")] * 2)
+        await engine.runs.start_many([RunRequest("default", "ingest", triggered_by_kind="cli")] * 2)
         assert (started(registry, "api"), started(registry, "cli")) == (2, 2)
 
         # A webhook delivery (a refused one counts nothing).
-        accepted = await engine.receive_webhook(TOKEN, headers={}, body=body(b'{"order": 1}'))
+        accepted = await engine.triggers.receive_webhook(
+            TOKEN, headers={}, body=body(b'{"order": 1}')
+        )
         assert accepted.status_code == 202
-        refused = await engine.receive_webhook("x" * 40, headers={}, body=body(b"{}"))
+        refused = await engine.triggers.receive_webhook("x" * 40, headers={}, body=body(b"{}"))
         assert refused.status_code == 404
         assert started(registry, "webhook") == 1
 
         # A firing of the Schedule, under a clock moved past its next slot.
-        view = await engine.schedule("default", "hourly")
+        view = await engine.triggers.schedule("default", "hourly")
         assert view is not None and view.next_fire_at is not None
         due = view.next_fire_at + dt.timedelta(seconds=1)
-        fired = await engine.scheduler(clock=lambda: due).tick()
+        fired = await engine.triggers.scheduler(clock=lambda: due).tick()
         assert [f.ok for f in fired] == [True]
         assert started(registry, "schedule") == 1
 
         # A backfill counts one per window it created; a dry run counts none.
         start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
         end = start + dt.timedelta(hours=3)
-        await engine.backfill(
+        await engine.triggers.backfill(
             "default",
             "ingest",
             BackfillRequest(schedule="hourly", start=start, end=end, dry_run=True),
         )
         assert started(registry, "backfill") == 0
-        done = await engine.backfill(
+        done = await engine.triggers.backfill(
             "default", "ingest", BackfillRequest(schedule="hourly", start=start, end=end)
         )
         assert done.created == 3
@@ -104,8 +103,6 @@ async def test_every_door_counts_the_runs_it_starts(db_url: str, tmp_path: Path)
             sum(started(registry, t) for t in ("api", "cli", "webhook", "schedule", "backfill"))
             == total
         )
-    finally:
-        await database.close()
 
 
 CHILD = """
@@ -131,15 +128,13 @@ async def test_a_run_started_by_a_step_is_counted_by_the_worker(
     db_url: str, tmp_path: Path
 ) -> None:
     # Given a parent whose step starts a child run (``pipeline.run``), and a worker
-    database = await Database.connect(db_url, max_size=10)
-    try:
-        engine = Engine(settings_for(db_url, tmp_path / "a"), database, discover())
-        h = Harness(engine, database.pool, db_url)
+    async with harness(db_url, tmp_path / "a", unsafe=(), secret_key=SECRET_KEY) as h:
+        engine = h.engine
         await h.apply(CHILD)
         await h.apply(PARENT)
         parent = await h.run("parent")
         async with h.workers(1) as [worker]:
-            assert await h.until_settled(parent.run_id, timeout=30) == "succeeded"
+            assert await h.until_finished(parent.run_id, timeout=30) == "succeeded"
         # Then the child run counts once under trigger "pipeline", in the registry the
         # worker process serves, beside the parent's own start (counted by its door)
         labels = {"namespace": "default", "pipeline": "child", "trigger": "pipeline"}
@@ -149,5 +144,3 @@ async def test_a_run_started_by_a_step_is_counted_by_the_worker(
         assert engine.registry.get_sample_value("dirigent_runs_started_total", mine) == 1
         children = await h.fetchval("SELECT count(*) FROM runs WHERE parent_run_id IS NOT NULL")
         assert children == 1
-    finally:
-        await database.close()

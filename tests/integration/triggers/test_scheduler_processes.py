@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.integration.engine.harness import Harness
-from tests.waiting import eventually
+from tests.support.harness import Harness
+from tests.support.waiting import eventually
 
 SCHEDULES = 50
 LEADER_SQL = """

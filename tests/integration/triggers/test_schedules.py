@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from dirigent.engine import ProblemsError
-from tests.integration.engine.harness import Harness
-from tests.waiting import eventually, until
+from tests.support.harness import Harness
+from tests.support.waiting import eventually
 
 PIPELINE = """
 apiVersion: dirigent.dev/v1alpha1
@@ -67,7 +66,7 @@ async def test_apply_computes_next_fire_at_in_the_schedules_zone(
     h: Harness, tmp_path: Path
 ) -> None:
     await setup(h, tmp_path, tz="Europe/Oslo")
-    view = await h.engine.schedule("default", "nightly")
+    view = await h.engine.triggers.schedule("default", "nightly")
     assert view is not None and view.next_fire_at is not None and not view.paused
     local = view.next_fire_at.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Oslo"))
     assert (local.hour, local.minute) == (5, 0)
@@ -103,14 +102,14 @@ async def test_firing_creates_the_run_with_its_window_and_advances_the_clock(
 ) -> None:
     await setup(h, tmp_path, clock="cron: '*/10 * * * *'")
     clock = Clock()
-    scheduler = h.engine.scheduler(clock=clock)
-    owed = (await h.engine.schedule("default", "nightly")).next_fire_at  # type: ignore[union-attr]
+    scheduler = h.engine.triggers.scheduler(clock=clock)
+    owed = (await h.engine.triggers.schedule("default", "nightly")).next_fire_at  # type: ignore[union-attr]
     assert owed is not None
     assert await scheduler.tick() == []  # nothing due yet
     clock.offset = owed - dt.datetime.now(dt.UTC) + dt.timedelta(minutes=2)  # 2 min late
     [fired] = await scheduler.tick()
     assert fired.ok and not fired.firing.misfire
-    run = await h.engine.run("default", fired.run_id)  # type: ignore[arg-type]
+    run = await h.engine.runs.get("default", fired.run_id)  # type: ignore[arg-type]
     assert run is not None
     row = await h.fetchval(
         "SELECT row(triggered_by_kind, triggered_by_ref, window_start, window_end, params::text) "
@@ -120,11 +119,11 @@ async def test_firing_creates_the_run_with_its_window_and_advances_the_clock(
     assert row[0:2] == ("schedule", "nightly")
     assert (row[2], row[3]) == (owed - dt.timedelta(minutes=10), owed)
     assert row[4] == '{"region": "north"}'
-    view = await h.engine.schedule("default", "nightly")
+    view = await h.engine.triggers.schedule("default", "nightly")
     assert view is not None
     assert view.next_fire_at == owed + dt.timedelta(minutes=10)  # the grid is kept
     assert view.last_run_id == fired.run_id and view.last_error is None
-    [history] = await h.engine.firings("default", "nightly")
+    [history] = await h.engine.triggers.firings("default", "nightly")
     assert (history.result, history.run_id, history.scheduled_for) == ("fired", fired.run_id, owed)
     assert await scheduler.tick() == []  # the same slot never fires twice
 
@@ -133,14 +132,14 @@ async def test_misfire_fires_once_and_recomputes_from_now(h: Harness, tmp_path: 
     await setup(h, tmp_path, clock="cron: '* * * * *'")
     clock = Clock()
     clock.offset = dt.timedelta(hours=30)  # the scheduler was down for a day and more
-    scheduler = h.engine.scheduler(clock=clock)
+    scheduler = h.engine.triggers.scheduler(clock=clock)
     fired = await scheduler.tick()
     assert len(fired) == 1 and fired[0].firing.misfire
-    view = await h.engine.schedule("default", "nightly")
+    view = await h.engine.triggers.schedule("default", "nightly")
     assert view is not None and view.next_fire_at is not None
     assert view.next_fire_at > clock() - dt.timedelta(seconds=1)
     assert await h.fetchval("SELECT count(*) FROM runs") == 1
-    [history] = await h.engine.firings("default", "nightly")
+    [history] = await h.engine.triggers.firings("default", "nightly")
     assert history.misfire
     assert scheduler.metrics.misfires._value.get() == 1
 
@@ -148,7 +147,7 @@ async def test_misfire_fires_once_and_recomputes_from_now(h: Harness, tmp_path: 
 async def test_failed_firings_are_recorded_with_their_message(h: Harness, tmp_path: Path) -> None:
     await setup(h, tmp_path, clock="interval: 1h", concurrency="Skip")
     clock = Clock()
-    scheduler = h.engine.scheduler(clock=clock)
+    scheduler = h.engine.triggers.scheduler(clock=clock)
     clock.offset = dt.timedelta(hours=1, seconds=1)
     [first] = await scheduler.tick()
     assert first.ok
@@ -164,10 +163,10 @@ async def test_failed_firings_are_recorded_with_their_message(h: Harness, tmp_pa
     clock.offset = dt.timedelta(hours=3, seconds=3)
     [third] = await scheduler.tick()
     assert not third.ok and "region" in (third.message or "")
-    history = await h.engine.firings("default", "nightly")
+    history = await h.engine.triggers.firings("default", "nightly")
     assert [f.result for f in history] == ["failed", "failed", "fired"]
     assert all(f.message for f in history[:2])
-    view = await h.engine.schedule("default", "nightly")
+    view = await h.engine.triggers.schedule("default", "nightly")
     assert view is not None and view.last_error == third.message
     assert view.last_run_id == first.run_id
     assert scheduler.metrics.firings.labels("failed")._value.get() == 2
@@ -177,11 +176,11 @@ async def test_one_time_schedule_fires_once_then_pauses_itself(h: Harness, tmp_p
     when = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=2)).replace(microsecond=0)
     await setup(h, tmp_path, clock=f"at: '{when.isoformat()}'")
     clock = Clock()
-    scheduler = h.engine.scheduler(clock=clock)
+    scheduler = h.engine.triggers.scheduler(clock=clock)
     clock.offset = dt.timedelta(hours=2, seconds=5)
     [fired] = await scheduler.tick()
     assert fired.ok and fired.firing.window is None
-    view = await h.engine.schedule("default", "nightly")
+    view = await h.engine.triggers.schedule("default", "nightly")
     assert view is not None and view.paused and view.next_fire_at is None
     clock.offset = dt.timedelta(days=3)
     assert await scheduler.tick() == []
@@ -191,32 +190,32 @@ async def test_one_time_schedule_fires_once_then_pauses_itself(h: Harness, tmp_p
 
 async def test_pause_and_resume_recompute_from_now(h: Harness, tmp_path: Path) -> None:
     await setup(h, tmp_path, clock="interval: 1h")
-    assert await h.engine.set_schedule_paused("default", "nightly", True)
-    view = await h.engine.schedule("default", "nightly")
+    assert await h.engine.triggers.set_schedule_paused("default", "nightly", True)
+    view = await h.engine.triggers.schedule("default", "nightly")
     assert view is not None and view.paused and view.next_fire_at is None
     before = dt.datetime.now(dt.UTC)
-    assert await h.engine.set_schedule_paused("default", "nightly", False)
-    view = await h.engine.schedule("default", "nightly")
+    assert await h.engine.triggers.set_schedule_paused("default", "nightly", False)
+    view = await h.engine.triggers.schedule("default", "nightly")
     assert view is not None and not view.paused and view.next_fire_at is not None
     assert view.next_fire_at >= before + dt.timedelta(hours=1)
     # Through the manifest too: paused: true in the spec.
     paused = SCHEDULE.format(name="nightly", pipeline="load", clock="interval: 1h", tz="UTC")
     await h.apply(paused + "  paused: true\n")
-    view = await h.engine.schedule("default", "nightly")
+    view = await h.engine.triggers.schedule("default", "nightly")
     assert view is not None and view.paused and view.next_fire_at is None
-    assert not await h.engine.set_schedule_paused("default", "ghost", True)
+    assert not await h.engine.triggers.set_schedule_paused("default", "ghost", True)
 
 
 async def test_a_changed_param_keeps_the_clock_a_changed_cadence_recomputes(
     h: Harness, tmp_path: Path
 ) -> None:
     await setup(h, tmp_path, clock="cron: '0 5 * * *'")
-    first = (await h.engine.schedule("default", "nightly")).next_fire_at  # type: ignore[union-attr]
+    first = (await h.engine.triggers.schedule("default", "nightly")).next_fire_at  # type: ignore[union-attr]
     text = SCHEDULE.format(name="nightly", pipeline="load", clock="cron: '0 5 * * *'", tz="UTC")
     assert (await h.apply(text.replace("north", "south"))).action == "updated"
-    assert (await h.engine.schedule("default", "nightly")).next_fire_at == first  # type: ignore[union-attr]
+    assert (await h.engine.triggers.schedule("default", "nightly")).next_fire_at == first  # type: ignore[union-attr]
     await h.apply(text.replace("0 5 * * *", "0 6 * * *"))
-    changed = (await h.engine.schedule("default", "nightly")).next_fire_at  # type: ignore[union-attr]
+    changed = (await h.engine.triggers.schedule("default", "nightly")).next_fire_at  # type: ignore[union-attr]
     assert changed is not None and changed.hour == 6
 
 
@@ -224,17 +223,17 @@ async def test_delete_takes_the_schedule_and_its_history(h: Harness, tmp_path: P
     await setup(h, tmp_path, clock="interval: 1h")
     clock = Clock()
     clock.offset = dt.timedelta(hours=1, seconds=1)
-    await h.engine.scheduler(clock=clock).tick()
-    deleted = await h.engine.delete("Schedule", "default", "nightly")
+    await h.engine.triggers.scheduler(clock=clock).tick()
+    deleted = await h.engine.manifests.delete("Schedule", "default", "nightly")
     assert deleted.found
     assert await h.fetchval("SELECT count(*) FROM schedule_firings") == 0
     assert await h.fetchval("SELECT count(*) FROM runs") == 1  # runs stay
-    assert not (await h.engine.delete("Schedule", "default", "nightly")).found
+    assert not (await h.engine.manifests.delete("Schedule", "default", "nightly")).found
 
 
 async def test_a_one_second_interval_fires_for_real(h: Harness, tmp_path: Path) -> None:
     await setup(h, tmp_path, clock="interval: 1s")
-    scheduler = h.engine.scheduler(tick=0.2)
+    scheduler = h.engine.triggers.scheduler(tick=0.2)
     task = asyncio.create_task(scheduler.run())
     try:
         await eventually(
@@ -255,10 +254,10 @@ async def test_a_one_second_interval_fires_for_real(h: Harness, tmp_path: Path) 
 
 async def test_a_second_scheduler_waits_for_the_lock(h: Harness, tmp_path: Path) -> None:
     await setup(h, tmp_path, clock="interval: 1h")
-    first, second = h.engine.scheduler(tick=0.05), h.engine.scheduler(tick=0.05)
+    first, second = h.engine.triggers.scheduler(tick=0.05), h.engine.triggers.scheduler(tick=0.05)
     tasks = [asyncio.create_task(first.run())]
     try:
-        await _until(lambda: first.is_leader)
+        await eventually(lambda: first.is_leader, timeout=10, every=0.02, what="the first leading")
         tasks.append(asyncio.create_task(second.run()))
         # Wait until the second has asked for the lock and been refused: a scheduler session
         # whose last statement was the try-lock, now idle, holding no advisory lock.
@@ -268,7 +267,9 @@ async def test_a_second_scheduler_waits_for_the_lock(h: Harness, tmp_path: Path)
         assert not second.is_leader
         first.stop()
         await tasks[0]
-        await _until(lambda: second.is_leader)
+        await eventually(
+            lambda: second.is_leader, timeout=10, every=0.02, what="the second leading"
+        )
     finally:
         first.stop()
         second.stop()
@@ -281,7 +282,3 @@ WHERE a.application_name LIKE 'dirigent-scheduler:%' AND a.state = 'idle'
   AND a.query LIKE '%pg_try_advisory_lock%'
   AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory')
 """
-
-
-async def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    await until(condition, timeout=timeout, every=0.02)

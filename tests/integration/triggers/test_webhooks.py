@@ -1,4 +1,5 @@
-"""Webhook intake over real HTTP on loopback: every refusal, a fuzz, and every delivery recorded."""
+"""Webhook intake over real HTTP on loopback: every refusal, a fuzz, every delivery to a webhook
+recorded, strangers counted and sampled, old deliveries pruned."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from fastapi import FastAPI
 
 from dirigent.api.routes.hooks import hooks_router
 from dirigent.engine import ProblemsError
-from tests.integration.engine.harness import Harness
-from tests.integration.triggers.conftest import serve
+from tests.support.harness import Harness
+from tests.support.servers import serve
 
 TOKEN = "tok-" + "a1b2c3d4" * 6
 SECRET = "s3cret-hmac-key"
@@ -67,12 +68,12 @@ async def setup(h: Harness, tmp_path: Path, extra: str = "", concurrency: str = 
 
 
 async def apply_hook(h: Harness, name: str, extra: str, secrets: dict[str, str]) -> str:
-    from dirigent.engine.manifests.loading import parse_manifest, read_text
+    from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
 
     docs, _ = read_text(WEBHOOK.format(name=name, extra=extra))
     manifest, problems = parse_manifest(docs[0].data)
     assert manifest is not None, problems
-    return (await h.engine.apply(manifest, "default", secret_values=secrets)).action
+    return (await h.engine.manifests.apply(manifest, "default", secret_values=secrets)).action
 
 
 async def deliveries(h: Harness) -> list[tuple[int, str, str | None]]:
@@ -98,7 +99,7 @@ async def test_an_accepted_delivery_starts_a_run_with_mapped_params(
     assert await deliveries(h) == [(202, "accepted", None)]
     delivered = await h.fetchval("SELECT run_id FROM webhook_deliveries")
     assert delivered == run_id
-    view = await h.engine.webhook("default", "orders")
+    view = await h.engine.triggers.webhook("default", "orders")
     assert view is not None and view.last_delivery_result == "accepted"
     assert view.path == f"/hooks/{TOKEN[:8]}…" and TOKEN not in view.path
     # The token is stored only as its hash.
@@ -161,7 +162,7 @@ async def test_every_refusal_path_is_answered_and_recorded(
     assert [r[0] for r in recorded] == [404, 401, 401, 401, 202, 429, 413, 400, 422, 422, 409, 404]
     assert all(r[1] == ("accepted" if r[0] == 202 else "refused") for r in recorded)
     assert await h.fetchval("SELECT count(*) FROM runs") == 1
-    metrics = h.engine._intake.metrics  # type: ignore[union-attr]
+    metrics = h.engine.triggers._intake.metrics  # type: ignore[union-attr]
     assert metrics.refusals.labels("webhook.signature.invalid")._value.get() == 2
     assert metrics.deliveries.labels("refused")._value.get() == 11
 
@@ -179,7 +180,7 @@ async def test_apply_refusals(h: Harness, tmp_path: Path) -> None:
     assert await apply_hook(h, "orders", "  enabled: true", {}) in ("unchanged", "updated")
     stored = await h.fetchval("SELECT token_hash FROM webhooks")
     assert stored == hashlib.sha256(TOKEN.encode()).hexdigest()
-    assert (await h.engine.delete("Webhook", "default", "orders")).found
+    assert (await h.engine.manifests.delete("Webhook", "default", "orders")).found
     assert await h.fetchval("SELECT count(*) FROM webhooks") == 0
 
 
@@ -235,6 +236,7 @@ async def test_fuzz_never_500_and_every_delivery_is_recorded(
     good = json.dumps({"order": {"id": 7}}).encode()
     answered = 0
     routed = 0
+    strangers = 0
     for token, body, headers in _fuzz_cases(rng, good):
         raw = [(k.encode(), v.encode()) for k, v in headers.items()]
         try:
@@ -247,8 +249,85 @@ async def test_fuzz_never_500_and_every_delivery_is_recorded(
         # (an empty token, a path the client normalised away).
         ours = answer.json()
         routed += "code" in ours or "runId" in ours
-    recorded = await h.fetchval("SELECT count(*) FROM webhook_deliveries")
-    assert answered > 60
-    assert recorded == routed, (recorded, routed)
+        strangers += ours.get("code") == "webhook.not_found"
+    # Every delivery to the webhook is a row; unknown tokens are counted, one row sampled.
+    recorded = await h.fetchval(
+        "SELECT count(*) FROM webhook_deliveries WHERE webhook_id IS NOT NULL"
+    )
+    sampled = await h.fetchval("SELECT count(*) FROM webhook_deliveries WHERE webhook_id IS NULL")
+    assert answered > 60 and strangers > 10
+    assert recorded == routed - strangers, (recorded, routed, strangers)
+    assert sampled == 1
+    metrics = h.engine.triggers._intake.metrics  # type: ignore[union-attr]
+    assert metrics.refusals.labels("webhook.not_found")._value.get() == strangers
     accepted = await h.fetchval("SELECT count(*) FROM webhook_deliveries WHERE result = 'accepted'")
     assert accepted == await h.fetchval("SELECT count(*) FROM runs")
+
+
+async def test_strangers_are_counted_and_sampled_not_stored_each(
+    h: Harness, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    await setup(h, tmp_path)
+    for n in range(30):
+        answer = await client.post(f"/hooks/unknown-token-{n:04d}", content=b"{}")
+        assert answer.status_code == 404
+    assert await h.fetchval("SELECT count(*) FROM webhook_deliveries") == 1
+    metrics = h.engine.triggers._intake.metrics  # type: ignore[union-attr]
+    assert metrics.refusals.labels("webhook.not_found")._value.get() == 30
+
+
+async def test_retention_prunes_old_deliveries(
+    h: Harness, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    import datetime as dt
+
+    await setup(h, tmp_path)
+    for _ in range(3):
+        signed = {"X-Dirigent-Signature": sign(b"{}")}
+        assert (await client.post(f"/hooks/{TOKEN}", content=b"{}", headers=signed)).status_code
+    assert await h.fetchval("SELECT count(*) FROM webhook_deliveries") == 3
+    await h.execute(
+        "UPDATE webhook_deliveries SET received_at = now() - interval '10 days' "
+        "WHERE id = (SELECT min(id) FROM webhook_deliveries)"
+    )
+    kept = await h.worker().sweep()
+    assert kept["deliveries_pruned"] == 0  # nothing is deleted unless retention is set
+    swept = await h.worker(retention_logs=dt.timedelta(days=7)).sweep()
+    assert swept["deliveries_pruned"] == 1
+    assert await h.fetchval("SELECT count(*) FROM webhook_deliveries") == 2
+
+
+async def test_a_signature_tolerance_refuses_replays(
+    h: Harness, tmp_path: Path, client: httpx.AsyncClient
+) -> None:
+    import time
+
+    extra = "  hmacSecretRef: {name: orders-hmac, key: hmac}\n  signatureTolerance: 1m"
+    await setup(h, tmp_path, extra=extra)
+    body = json.dumps({"order": {"id": 5}}).encode()
+
+    async def post(stamp: str | None, signed: bytes) -> httpx.Response:
+        headers = {"X-Dirigent-Signature": sign(signed)}
+        if stamp is not None:
+            headers["X-Dirigent-Timestamp"] = stamp
+        return await client.post(f"/hooks/{TOKEN}", content=body, headers=headers)
+
+    now = str(int(time.time()))
+    stale = str(int(time.time()) - 600)
+    missing = await post(None, body)
+    assert (missing.status_code, missing.json()["code"]) == (401, "webhook.timestamp.missing")
+    replayed = await post(stale, stale.encode() + b"." + body)
+    assert (replayed.status_code, replayed.json()["code"]) == (401, "webhook.timestamp.stale")
+    body_only = await post(now, body)  # the timestamp must be under the signature
+    assert (body_only.status_code, body_only.json()["code"]) == (401, "webhook.signature.invalid")
+    fresh = await post(now, now.encode() + b"." + body)
+    assert fresh.status_code == 202, fresh.text
+
+
+async def test_a_tolerance_without_a_secret_is_refused_at_apply(h: Harness) -> None:
+    from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
+
+    docs, _ = read_text(WEBHOOK.format(name="loose", extra="  signatureTolerance: 5m"))
+    manifest, problems = parse_manifest(docs[0].data)
+    assert manifest is None
+    assert [p.code for p in problems] == ["webhook.tolerance.without_hmac"], problems

@@ -12,8 +12,8 @@ from dirigent.api.auth import Permission, Principal, StaticToken, StreamBudget, 
 from dirigent.api.openapi import document
 from dirigent.api.problems import ApiProblem, status_for
 from dirigent.api.streams import Position
-from dirigent.engine.problems import problem
-from dirigent.engine.views import encode_cursor
+from dirigent.engine.shapes.problems import problem
+from dirigent.engine.shapes.views import encode_cursor
 
 
 def test_models_and_client_import_without_the_server() -> None:

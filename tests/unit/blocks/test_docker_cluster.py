@@ -11,10 +11,9 @@ from pydantic import ValidationError
 from dirigent.blocks.connections import KubernetesConnection
 from dirigent.blocks.kubernetes.docker import DockerRunOperator, KubeSettings
 from dirigent.blocks.plugin import plugin
-from dirigent.engine.manifests.loading import parse_manifest, read_text
-from dirigent.engine.manifests.pipeline import Pipeline
-from dirigent.engine.plugins import build_catalog
-from dirigent.engine.validation.catalog import check_against_catalog
+from dirigent.engine import build_catalog, check_against_catalog
+from dirigent.engine.shapes.manifests.loading import parse_manifest, read_text
+from dirigent.engine.shapes.manifests.pipeline import Pipeline
 
 CATALOG = build_catalog([("dirigent-blocks", plugin.contribute())])
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dirigent.cli.params import build_params, parse_path
-from dirigent.engine.problems import ProblemsError
+from dirigent.engine.shapes.problems import ProblemsError
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

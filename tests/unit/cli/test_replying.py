@@ -11,15 +11,15 @@ import yaml
 
 from dirigent.api.models import RunCreatedView
 from dirigent.cli import listing, replying
-from dirigent.cli.replying import Format
-from dirigent.engine.problems import Problem
+from dirigent.cli.output import Output
+from dirigent.engine.shapes.problems import Problem
 
 CREATED = RunCreatedView(run_id=7, status="queued", created=True)
 
 
 def test_json_is_one_record_per_line_with_a_kind(capsys: pytest.CaptureFixture[str]) -> None:
-    replying.emit_record("run", CREATED, Format.JSON)
-    replying.emit_record("end", {"run": 7, "status": "failed"}, Format.JSON)
+    replying.emit_record("run", CREATED, Output.JSON)
+    replying.emit_record("end", {"run": 7, "status": "failed"}, Output.JSON)
     lines = capsys.readouterr().out.splitlines()
     assert [json.loads(x) for x in lines] == [
         {"kind": "run", "run_id": 7, "status": "queued", "created": True, "replaced": []},
@@ -30,8 +30,8 @@ def test_json_is_one_record_per_line_with_a_kind(capsys: pytest.CaptureFixture[s
 def test_yaml_is_one_document_per_record_and_a_models_own_kind_moves_aside(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    replying.emit_record("applied", {"kind": "Pipeline", "name": "linear"}, Format.YAML)
-    replying.emit_record("run", CREATED, Format.YAML)
+    replying.emit_record("applied", {"kind": "Pipeline", "name": "linear"}, Output.YAML)
+    replying.emit_record("run", CREATED, Output.YAML)
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     assert docs == [
         {"kind": "applied", "name": "linear", "manifest": "Pipeline"},
@@ -42,9 +42,9 @@ def test_yaml_is_one_document_per_record_and_a_models_own_kind_moves_aside(
 def test_auto_is_records_in_a_pipe_and_text_is_the_rendering(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    replying.reply("run", CREATED, Format.AUTO, lambda: "never rendered in a pipe")
+    replying.reply("run", CREATED, Output.AUTO, lambda: "never rendered in a pipe")
     assert json.loads(capsys.readouterr().out)["kind"] == "run"
-    replying.reply("run", CREATED, Format.TEXT, lambda: "run 7: queued [not markup]")
+    replying.reply("run", CREATED, Output.TEXT, lambda: "run 7: queued [not markup]")
     assert capsys.readouterr().out == "run 7: queued [not markup]\n"
 
 
@@ -55,12 +55,12 @@ def test_a_listing_is_a_table_for_a_person_and_records_for_a_script(
         ("id", lambda r: str(r.run_id)),
         ("status", lambda r: r.status),
     ]
-    replying.emit("run", [CREATED, CREATED], Format.TEXT, columns)
+    replying.emit("run", [CREATED, CREATED], Output.TEXT, columns)
     table = capsys.readouterr().out.splitlines()
     assert table[0].split() == ["id", "status"] and table[1].split() == ["7", "queued"]
-    replying.emit("run", [], Format.TEXT, columns)
+    replying.emit("run", [], Output.TEXT, columns)
     assert capsys.readouterr().out == "no runs\n"
-    replying.emit("run", [CREATED], Format.YAML, columns)
+    replying.emit("run", [CREATED], Output.YAML, columns)
     assert yaml.safe_load(capsys.readouterr().out)["run_id"] == 7
 
 
@@ -87,3 +87,41 @@ def test_times_read_as_people_read_them() -> None:
     start = datetime(2026, 1, 1, 5, 0, tzinfo=UTC)
     assert listing.seconds(start, start.replace(second=3)) == "3.0s"
     assert listing.seconds(start, None) == "" and listing.ago(None) == ""
+
+
+def test_every_command_spells_its_output_option_with_the_one_enum() -> None:
+    """One ``-o`` enum: no command module defines an output enum or option of its own."""
+    import ast
+    from pathlib import Path
+
+    import dirigent.cli
+
+    owner = Path(dirigent.cli.__file__).parent
+    found = []
+    for path in sorted(owner.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and any(
+                isinstance(b, ast.Attribute) and b.attr == "StrEnum" for b in node.bases
+            ):
+                members = {
+                    t.id
+                    for stmt in node.body
+                    if isinstance(stmt, ast.Assign)
+                    for t in stmt.targets
+                    if isinstance(t, ast.Name)
+                }
+                if {"TEXT", "JSON"} <= members:
+                    found.append(f"{path.name}:{node.name}")
+    assert found == ["output.py:Output"], found
+
+
+def test_yaml_is_refused_where_records_stream() -> None:
+    import typer
+
+    from dirigent.cli.output import streamed_as_json
+
+    assert streamed_as_json(Output.JSON) is True
+    assert streamed_as_json(Output.TEXT) is False
+    with pytest.raises(typer.BadParameter, match="yaml has no streaming form"):
+        streamed_as_json(Output.YAML)

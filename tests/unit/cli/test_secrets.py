@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 
 from dirigent.cli.secrets import split_secrets
-from dirigent.engine.manifests.connection import Connection
-from dirigent.engine.manifests.loading import SourceDocument
+from dirigent.engine.shapes.manifests.connection import Connection
+from dirigent.engine.shapes.manifests.loading import SourceDocument
 
 CONNECTION = Connection.model_validate(
     {

@@ -141,12 +141,13 @@ def test_text_output_locates_the_problem(tmp_path: Path) -> None:
 def test_required_pipelines_are_among_the_manifests_given_and_storage_is_served(
     tmp_path: Path,
 ) -> None:
-    requires = "  requires:\n    pipelines: [child, absent]\n    storage: [file, s3]\n"
+    # s3:// is served by the installed dirigent-storage-s3 plugin; nothing serves gs://.
+    requires = "  requires:\n    pipelines: [child, absent]\n    storage: [file, s3, gs]\n"
     parent = _pipeline("a:\n  block: core.noop\n", name="parent", extra=requires)
     child = _pipeline("a:\n  block: core.noop\n", name="child")
     code, problems = _check(tmp_path, parent, child)
     assert code == 1
     assert _codes(problems) == [
         ("pipeline.pipeline.unknown", "spec.requires.pipelines[1]"),
-        ("pipeline.storage.unknown", "spec.requires.storage[1]"),
+        ("pipeline.storage.unknown", "spec.requires.storage[2]"),
     ]

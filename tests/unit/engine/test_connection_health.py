@@ -1,4 +1,7 @@
-"""``check_opened``: a connection kind's check, bounded and never raising; each failure a reason."""
+"""``check_opened``: a connection kind's check, bounded and never raising; each failure a reason.
+
+A unit test of ``runtime.health`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from dirigent.engine.health import check_opened
-from dirigent.engine.store.crypto import SealError
+from dirigent.engine.infrastructure.crypto import SealError
+from dirigent.engine.runtime.health import check_opened
 from dirigent.sdk import ConnectionKind, HealthReport
 
 

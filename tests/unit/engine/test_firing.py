@@ -1,4 +1,7 @@
-"""The firing rules under a clock the test names: misfire grace, windows, DST, backfill slots."""
+"""The firing rules under a clock the test names: misfire grace, windows, DST, backfill slots.
+
+A unit test of ``rules.firing`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from dirigent.engine.firing import Cadence, decide
+from dirigent.engine.rules.firing import Cadence, decide
 
 UTC = dt.UTC
 OSLO = ZoneInfo("Europe/Oslo")
@@ -86,6 +89,31 @@ class TestMisfireGrace:
             nxt = f.next_fire_at
         assert fired == 1
         assert nxt == at(2026, 1, 5, 10, 5)
+
+    def test_a_short_outage_of_a_fast_schedule_owes_at_most_catch_up_slots(self) -> None:
+        # A 1 s interval, 4 minutes down, inside the 5-minute grace: 240 slots owed.
+        every_second = Cadence(interval=dt.timedelta(seconds=1))
+        owed = at(2026, 1, 5, 5, 0)
+        now = owed + 4 * M
+        fired, nxt = 0, owed
+        while nxt is not None and nxt <= now:
+            f = decide(every_second, nxt, now, catch_up=10)
+            fired += 1
+            nxt = f.next_fire_at
+        assert fired == 1  # the first is already more than 10 behind: fired once, from now
+        assert nxt == now + dt.timedelta(seconds=1)
+
+    def test_up_to_catch_up_owed_slots_are_all_fired(self) -> None:
+        every_second = Cadence(interval=dt.timedelta(seconds=1))
+        owed = at(2026, 1, 5, 5, 0)
+        now = owed + dt.timedelta(seconds=9)  # slots 0..9 owed: ten, the bound
+        fired = []
+        nxt: dt.datetime | None = owed
+        while nxt is not None and nxt <= now:
+            f = decide(every_second, nxt, now, catch_up=10)
+            fired.append((f.scheduled_for, f.misfire))
+            nxt = f.next_fire_at
+        assert len(fired) == 10 and not any(m for _, m in fired)
 
 
 class TestInterval:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dirigent.engine.manifests.ordering import apply_order, facts_of
+from dirigent.engine.shapes.manifests.ordering import apply_order, facts_of
 
 
 def doc(kind: str, name: str, *requires: str) -> dict[str, Any]:

@@ -1,12 +1,13 @@
-"""Trigger rules and status derivation as pure functions (the engine applies exactly these)."""
+"""Trigger rules and status derivation as pure functions (the engine applies exactly these).
+
+A unit test of ``rules.progression`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from dirigent.engine.manifests.enums import ItemFailurePolicy, TriggerRule
-from dirigent.engine.manifests.pipeline import Pipeline
-from dirigent.engine.progression import (
+from dirigent.engine.rules.progression import (
     Decision,
     StepState,
     advance,
@@ -14,6 +15,8 @@ from dirigent.engine.progression import (
     fan_out_outcome,
     run_outcome,
 )
+from dirigent.engine.shapes.manifests.enums import ItemFailurePolicy, TriggerRule
+from dirigent.engine.shapes.manifests.pipeline import Pipeline
 
 S, F, K, C = "succeeded", "failed", "skipped", "cancelled"
 

@@ -1,4 +1,7 @@
-"""Reference resolution: typed standalone values, interpolation, escapes, refusals."""
+"""Reference resolution: typed standalone values, interpolation, escapes, refusals.
+
+A unit test of ``rules.resolving`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import datetime as dt
 
 import pytest
 
-from dirigent.engine.resolving import Scope, UnresolvedReference, resolve
+from dirigent.engine.rules.resolving import Scope, UnresolvedReference, resolve
 
 
 def scope(**kw: object) -> Scope:

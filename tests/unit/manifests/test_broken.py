@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dirigent.engine.manifests.loading import read_paths
-from dirigent.engine.validation.documents import validate_documents
+from dirigent.engine import validate_documents
+from dirigent.engine.shapes.manifests.loading import read_paths
 
 BROKEN = Path(__file__).resolve().parents[2] / "fixtures" / "broken"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dirigent.engine.manifests import dag
+from dirigent.engine.shapes.manifests import dag
 
 DIAMOND = {"load": ["left", "right"], "left": ["extract"], "right": ["extract"], "extract": []}
 

@@ -10,8 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from dirigent.engine.manifests import digest, export_yaml, parse_manifest, read_paths, read_text
-from dirigent.engine.validation.documents import validate_documents
+from dirigent.engine import validate_documents
+from dirigent.engine.shapes.manifests import (
+    digest,
+    export_yaml,
+    parse_manifest,
+    read_paths,
+    read_text,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 FILES = sorted(EXAMPLES.glob("*.yaml"))

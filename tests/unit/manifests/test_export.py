@@ -6,8 +6,8 @@ from typing import Any
 
 import yaml
 
-from dirigent.engine.manifests import Pipeline, Schedule, canonical_dict, digest, export_yaml
-from dirigent.engine.manifests.loading import Manifest, parse_manifest
+from dirigent.engine.shapes.manifests import Pipeline, Schedule, canonical_dict, digest, export_yaml
+from dirigent.engine.shapes.manifests.loading import Manifest, parse_manifest
 
 
 def _load(text: str) -> Manifest:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dirigent.engine.manifests import Schedule, parse_manifest, read_paths, read_text
-from dirigent.engine.manifests.enums import TriggerRule
+from dirigent.engine.shapes.manifests import Schedule, parse_manifest, read_paths, read_text
+from dirigent.engine.shapes.manifests.enums import TriggerRule
 
 
 def test_multi_document_yaml_skips_empty_documents() -> None:

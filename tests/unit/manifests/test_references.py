@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import JsonValue
 
-from dirigent.engine.manifests.references import (
+from dirigent.engine.shapes.manifests.references import (
     Namespace,
     Reference,
     ReferenceError_,

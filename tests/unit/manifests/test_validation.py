@@ -1,11 +1,15 @@
-"""Whole-document checks that the broken fixtures do not already pin down."""
+"""Whole-document checks that the broken fixtures do not already pin down.
+
+Through the engine's public names, except one test of ``rules.validation.documents``'s
+``salvage_pipeline`` itself (what ``dirigent validate`` keeps of a broken document).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from dirigent.engine.manifests import Pipeline
-from dirigent.engine.validation.pipelines import check_pipeline
+from dirigent.engine import check_pipeline
+from dirigent.engine.shapes.manifests import Pipeline
 
 
 def _pipeline(steps: dict[str, Any], **spec: Any) -> Pipeline:
@@ -103,8 +107,8 @@ def test_duplicate_alert_names_are_refused() -> None:
 
 def test_a_document_refused_for_its_shape_still_gets_its_whole_document_checks() -> None:
     """Every problem at once: an unknown field does not hide a cycle or a bad reference."""
-    from dirigent.engine.manifests.loading import read_text
-    from dirigent.engine.validation.documents import validate_documents
+    from dirigent.engine import validate_documents
+    from dirigent.engine.shapes.manifests.loading import read_text
 
     docs, _ = read_text(
         """
@@ -128,7 +132,7 @@ spec:
 
 
 def test_salvage_gives_up_on_a_missing_required_field() -> None:
-    from dirigent.engine.validation.documents import salvage_pipeline
+    from dirigent.engine.rules.validation.documents import salvage_pipeline
 
     assert (
         salvage_pipeline(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from dirigent.engine.views import DeliveryView, FiringView, ScheduleView, WebhookView
+from dirigent.engine.shapes.views import DeliveryView, FiringView, ScheduleView, WebhookView
 from dirigent.operator.trigger_status import delivery_status, firing_status
 
 T0 = dt.datetime(2026, 12, 3, 6, 0, tzinfo=dt.UTC)

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 import yaml
 
-from dirigent.engine.settings import EngineSettings
+from dirigent.engine import EngineSettings
 from hack.ship import __main__ as ship
 from hack.ship import chartvalues
 from hack.ship.values import ENGINE_SETTINGS_IN_CHART, camel

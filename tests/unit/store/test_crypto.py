@@ -1,4 +1,7 @@
-"""Connection secret sealing: round trip, binding to its row and field, key errors."""
+"""Connection secret sealing: round trip, binding to its row and field, key errors.
+
+A unit test of ``infrastructure.crypto`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import base64
 
 import pytest
 
-from dirigent.engine.store.crypto import SealError, SecretSealer, WrongKeyError
+from dirigent.engine.infrastructure.crypto import SealError, SecretSealer, WrongKeyError
 
 KEY = bytes(range(32))
 OTHER = bytes(range(1, 33))
@@ -87,7 +90,7 @@ def test_key_length_checked() -> None:
 
 
 def test_from_settings() -> None:
-    from dirigent.engine.settings import EngineSettings
+    from dirigent.engine import EngineSettings
 
     settings = EngineSettings(secret_key=KEY.hex())
     sealed = SecretSealer.from_settings(settings).seal("v", **WHERE)

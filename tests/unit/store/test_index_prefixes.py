@@ -4,13 +4,15 @@ Every attempt changes status twice on the hot path, and a status change is never
 update, so each one inserts into every index of ``step_attempts``: an index whose columns
 begin another index (or unique key) costs those insertions and serves no lookup the longer
 one does not. Partial indexes are left out (their predicate is what they are for).
+
+A unit test of ``store.schema.tables`` itself: it imports the module below the door on purpose.
 """
 
 from __future__ import annotations
 
 from sqlalchemy import Column, Index, Table, UniqueConstraint
 
-from dirigent.engine.store import tables as t
+from dirigent.engine.store.schema import tables as t
 
 
 def _keys(table: Table) -> list[tuple[str, tuple[str, ...], bool]]:

@@ -1,4 +1,7 @@
-"""Named parameters number in order of first use, keep casts, and refuse typos."""
+"""Named parameters number in order of first use, keep casts, and refuse typos.
+
+A unit test of ``store.named`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 

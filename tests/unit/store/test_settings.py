@@ -1,4 +1,7 @@
-"""EngineSettings: environment spellings, defaults, and refusals with useful messages."""
+"""EngineSettings: environment spellings, defaults, and refusals with useful messages.
+
+A unit test of ``infrastructure.settings`` itself: it imports the module below the door on purpose.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import os
 import pytest
 from pydantic import ValidationError
 
-from dirigent.engine.settings import EngineSettings, decode_secret_key
+from dirigent.engine.infrastructure.settings import EngineSettings, decode_secret_key
 
 KEY = bytes(range(32))
 
@@ -92,3 +95,55 @@ def test_heartbeat_must_be_shorter_than_lease() -> None:
 def test_decode_rejects_hex_of_wrong_length() -> None:
     with pytest.raises(ValueError, match="32 bytes"):
         decode_secret_key("ab" * 16)
+
+
+def test_a_pooler_url_without_a_direct_url_is_warned_about() -> None:
+    from dirigent.engine import pooler_warning
+
+    def settings(url: str, direct: str | None = None) -> EngineSettings:
+        return EngineSettings(database_url=url, database_direct_url=direct, metrics_port=None)
+
+    pgbouncer = "postgresql+asyncpg://app@db-pgbouncer.data:5432/dirigent"
+    by_port = "postgresql+asyncpg://app@10.0.0.7:6432/dirigent"
+    for url in (pgbouncer, by_port):
+        warning = pooler_warning(settings(url))
+        assert warning is not None and "DIRIGENT_DATABASE_DIRECT_URL is not set" in warning
+        assert "app@" not in warning  # the host and port, never credentials
+    assert pooler_warning(settings(pgbouncer, direct="postgresql://db:5432/dirigent")) is None
+    assert pooler_warning(settings("postgresql+asyncpg://db.data:5432/dirigent")) is None
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        ("/var/lib/dirigent/artifacts", "/var/lib/dirigent/artifacts"),
+        ("file:///var/lib/dirigent/artifacts", "file:///var/lib/dirigent/artifacts"),
+        ("s3://bucket/prefix", "s3://bucket/prefix"),
+        ("  s3://bucket  ", "s3://bucket"),
+    ],
+)
+def test_the_artifact_root_is_a_folder_or_a_uri(
+    given: str, kept: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DIRIGENT_ARTIFACT_ROOT", given)
+    assert EngineSettings().artifact_root == kept
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("", "not empty"),
+        ("S3://bucket", "is not a URI scheme"),
+        ("s3://", "names no bucket"),
+    ],
+)
+def test_an_artifact_root_that_is_neither_is_refused(given: str, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        EngineSettings(artifact_root=given)
+
+
+def test_the_artifact_connection_names_namespace_and_name() -> None:
+    assert EngineSettings(artifact_connection="dirigent-system/artifacts").artifact_connection
+    for bad in ("artifacts", "a/b/c", "Team/x"):
+        with pytest.raises(ValidationError, match=r"<namespace>/<name>"):
+            EngineSettings(artifact_connection=bad)

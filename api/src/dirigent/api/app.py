@@ -13,6 +13,7 @@ from fastapi import APIRouter, FastAPI
 
 from dirigent.api import problems
 from dirigent.api.auth import Auth, StreamBudget
+from dirigent.api.guard import RequestGuard
 from dirigent.api.metrics import ApiMetrics, MetricsMiddleware
 from dirigent.api.openapi import install_document
 from dirigent.api.problems import PROBLEM_RESPONSES
@@ -30,7 +31,7 @@ from dirigent.api.routes import (
 )
 from dirigent.api.routes.hooks import hooks_router
 from dirigent.api.streams import RunFeeds, StreamSettings
-from dirigent.engine import Engine
+from dirigent.engine import Engine, EngineSettings
 
 API_PREFIX = "/api/v1"
 
@@ -85,5 +86,8 @@ def create_app(
     app.state.streams = streams or StreamBudget()
     app.state.stream_settings = stream_settings or StreamSettings()
     app.state.feeds = RunFeeds(engine, poll=app.state.stream_settings.poll)
+    # A test may build the app around no engine at all: the default limit then.
+    settings = getattr(engine, "settings", None) or EngineSettings()
+    app.add_middleware(RequestGuard, auth=auth, max_body=settings.api_max_body)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     return app

@@ -110,6 +110,33 @@ class _TtlCache:
             self._items.popitem(last=False)
 
 
+class TokenFile(httpx.Auth):
+    """A bearer token read from a file, read again whenever the file changes.
+
+    A pod's projected service-account token is rotated by the kubelet (about hourly, and it
+    expires): a token read once at start stops authenticating this API's reviews. The file's
+    modification time is checked on each request (one ``stat``), so a rotation is picked up
+    by the next review.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stamp: tuple[int, int] | None = None
+        self._token = ""
+
+    def current(self) -> str:
+        stat = self.path.stat()
+        stamp = (stat.st_mtime_ns, stat.st_ino)
+        if stamp != self._stamp:
+            self._token = self.path.read_text().strip()
+            self._stamp = stamp
+        return self._token
+
+    def auth_flow(self, request: httpx.Request) -> Any:
+        request.headers["Authorization"] = f"Bearer {self.current()}"
+        yield request
+
+
 @dataclass(frozen=True)
 class KubeAccess:
     """How the API reaches the Kubernetes API server: URL, CA, and its own credentials."""
@@ -117,6 +144,7 @@ class KubeAccess:
     server: str
     ca_file: str | None = None
     token: str | None = None
+    token_file: str | None = None  # read again when it changes (a projected token rotates)
     cert_file: str | None = None
     key_file: str | None = None
 
@@ -129,7 +157,7 @@ class KubeAccess:
         return cls(
             server=f"https://{host}:{port}",
             ca_file=str(SA_DIR / "ca.crt"),
-            token=(SA_DIR / "token").read_text().strip(),
+            token_file=str(SA_DIR / "token"),
         )
 
     @classmethod
@@ -154,8 +182,9 @@ class KubeAccess:
         if self.cert_file and self.key_file:
             context.load_cert_chain(self.cert_file, self.key_file)
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        auth = TokenFile(Path(self.token_file)) if self.token_file else None
         return httpx.AsyncClient(
-            base_url=self.server, verify=context, headers=headers, timeout=timeout
+            base_url=self.server, verify=context, headers=headers, timeout=timeout, auth=auth
         )
 
 
@@ -190,7 +219,7 @@ class ClusterAuth:
             spec["audiences"] = list(self.audiences)
         status = await self._review("authentication.k8s.io", "tokenreviews", spec)
         found = None
-        if status.get("authenticated"):
+        if status.get("authenticated") and self._for_us(status):
             user = status.get("user", {})
             found = Principal(
                 name=user.get("username", ""),
@@ -200,6 +229,13 @@ class ClusterAuth:
             )
         self._tokens.put(key, found)
         return found
+
+    def _for_us(self, status: dict[str, Any]) -> bool:
+        """A token minted for another audience (a full-power Kubernetes token, say) is not
+        accepted even when the cluster knows it: the review's audiences must meet ours."""
+        if not self.audiences:
+            return True
+        return bool(set(status.get("audiences") or ()) & set(self.audiences))
 
     async def authorize(
         self, principal: Principal, permission: Permission, namespace: str | None

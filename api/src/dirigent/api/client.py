@@ -47,6 +47,7 @@ from dirigent.api.models import (
     RunDetail,
     RunSummary,
     ScheduleView,
+    StorageSchemeView,
     SystemInfo,
     ValidationReport,
     WebhookView,
@@ -317,6 +318,10 @@ class Client:
     async def list_blocks(self) -> list[BlockView]:
         response = await self._call("GET", f"{V1}/blocks")
         return TypeAdapter(list[BlockView]).validate_json(response.content)
+
+    async def list_storage_schemes(self) -> list[StorageSchemeView]:
+        response = await self._call("GET", f"{V1}/storage-schemes")
+        return TypeAdapter(list[StorageSchemeView]).validate_json(response.content)
 
     async def list_workers(self, *, limit: int = 50, after: str | None = None) -> Page[WorkerView]:
         params = _params(limit=limit, after=after)

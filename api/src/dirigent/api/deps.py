@@ -8,21 +8,17 @@ once, for every route under ``/api/v1``.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import Depends, Header, Path, Query, Request
+from fastapi import Depends, Header, Path, Query, Request, Security, params
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BeforeValidator
 
 from dirigent.api.auth import Auth, Permission, Principal, StreamBudget
 from dirigent.api.problems import ApiProblem
 from dirigent.engine import Engine
-
-DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-ENTITY_NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-STEP_NAME = r"^[a-z][a-z0-9_]*$"
+from dirigent.sdk import ENTITY_NAME_PATTERN, NAMESPACE_PATTERN, STEP_NAME_PATTERN
 
 _bearer = HTTPBearer(auto_error=False, description="A Kubernetes token, or the dev token.")
 
@@ -48,9 +44,13 @@ Streams = Annotated[StreamBudget, Depends(_budget)]
 
 
 async def _principal(
+    request: Request,
     auth: Annotated[Auth, Depends(_auth)],
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
+    known: Principal | None = getattr(request.state, "principal", None)
+    if known is not None:  # authenticated by the guard before the body was read
+        return known
     unauthenticated = ApiProblem(
         401,
         "auth.unauthenticated",
@@ -65,8 +65,13 @@ async def _principal(
     return principal
 
 
-def allowed(verb: str, resource: str, subresource: str = "") -> Callable[..., Awaitable[Principal]]:
-    """A dependency: the principal, once the cluster says it holds this permission here."""
+def allowed(verb: str, resource: str, subresource: str = "") -> params.Security:
+    """A dependency: the principal, once the cluster says it holds this permission here.
+
+    Declared as a ``Security`` whose one scope is the permission (``create pipelines/run``),
+    so the OpenAPI document names it on the operation as a role of the bearer scheme, and
+    the route table in docs/api.md shows it.
+    """
     permission = Permission(verb, resource, subresource)
 
     async def check(
@@ -77,7 +82,8 @@ def allowed(verb: str, resource: str, subresource: str = "") -> Callable[..., Aw
         await authorize(auth, principal, permission, request.path_params.get("namespace"))
         return principal
 
-    return check
+    dependency: params.Security = Security(check, scopes=[str(permission)])
+    return dependency
 
 
 async def authorize(
@@ -95,30 +101,30 @@ async def authorize(
         )
 
 
-CanListPipelines = Annotated[Principal, Depends(allowed("list", "pipelines"))]
-CanGetPipelines = Annotated[Principal, Depends(allowed("get", "pipelines"))]
-CanApplyPipelines = Annotated[Principal, Depends(allowed("create", "pipelines", "apply"))]
-CanRunPipelines = Annotated[Principal, Depends(allowed("create", "pipelines", "run"))]
-CanListRuns = Annotated[Principal, Depends(allowed("list", "runs"))]
-CanGetRuns = Annotated[Principal, Depends(allowed("get", "runs"))]
-CanCancelRuns = Annotated[Principal, Depends(allowed("update", "runs", "cancel"))]
-CanRetryRuns = Annotated[Principal, Depends(allowed("create", "runs", "retry"))]
-CanListConnections = Annotated[Principal, Depends(allowed("list", "connections"))]
-CanGetConnections = Annotated[Principal, Depends(allowed("get", "connections"))]
-CanGetSchedules = Annotated[Principal, Depends(allowed("get", "schedules"))]
-CanGetWebhooks = Annotated[Principal, Depends(allowed("get", "webhooks"))]
-CanListSchedules = Annotated[Principal, Depends(allowed("list", "schedules"))]
-CanListWebhooks = Annotated[Principal, Depends(allowed("list", "webhooks"))]
-CanListBlocks = Annotated[Principal, Depends(allowed("list", "blocks"))]
-CanListWorkers = Annotated[Principal, Depends(allowed("list", "workers"))]
-CanGetSystem = Annotated[Principal, Depends(allowed("get", "system"))]
-CanBackfillPipelines = Annotated[Principal, Depends(allowed("create", "pipelines", "backfill"))]
+CanListPipelines = Annotated[Principal, allowed("list", "pipelines")]
+CanGetPipelines = Annotated[Principal, allowed("get", "pipelines")]
+CanApplyPipelines = Annotated[Principal, allowed("create", "pipelines", "apply")]
+CanRunPipelines = Annotated[Principal, allowed("create", "pipelines", "run")]
+CanListRuns = Annotated[Principal, allowed("list", "runs")]
+CanGetRuns = Annotated[Principal, allowed("get", "runs")]
+CanCancelRuns = Annotated[Principal, allowed("update", "runs", "cancel")]
+CanRetryRuns = Annotated[Principal, allowed("create", "runs", "retry")]
+CanListConnections = Annotated[Principal, allowed("list", "connections")]
+CanGetConnections = Annotated[Principal, allowed("get", "connections")]
+CanGetSchedules = Annotated[Principal, allowed("get", "schedules")]
+CanGetWebhooks = Annotated[Principal, allowed("get", "webhooks")]
+CanListSchedules = Annotated[Principal, allowed("list", "schedules")]
+CanListWebhooks = Annotated[Principal, allowed("list", "webhooks")]
+CanListBlocks = Annotated[Principal, allowed("list", "blocks")]
+CanListWorkers = Annotated[Principal, allowed("list", "workers")]
+CanGetSystem = Annotated[Principal, allowed("get", "system")]
+CanBackfillPipelines = Annotated[Principal, allowed("create", "pipelines", "backfill")]
 
 Namespace = Annotated[
-    str, Path(min_length=1, max_length=63, pattern=DNS_LABEL, description="A namespace.")
+    str, Path(min_length=1, max_length=63, pattern=NAMESPACE_PATTERN, description="A namespace.")
 ]
 PipelineName = Annotated[
-    str, Path(min_length=1, max_length=63, pattern=ENTITY_NAME, description="A pipeline.")
+    str, Path(min_length=1, max_length=63, pattern=ENTITY_NAME_PATTERN, description="A pipeline.")
 ]
 RunId = Annotated[int, Path(ge=1, le=2**63 - 1, description="A run's id.")]
 ArtifactId = Annotated[int, Path(ge=1, le=2**63 - 1, description="An artifact's id.")]
@@ -128,7 +134,7 @@ After = Annotated[
     Query(max_length=512, description="The `next` of the previous page; opaque."),
 ]
 StepQuery = Annotated[
-    str | None, Query(max_length=63, pattern=STEP_NAME, description="Only this step.")
+    str | None, Query(max_length=63, pattern=STEP_NAME_PATTERN, description="Only this step.")
 ]
 IdempotencyKey = Annotated[
     str | None,

@@ -23,11 +23,11 @@ import anyio
 
 from dirigent.api.problems import ApiProblem
 from dirigent.engine import Engine
-from dirigent.engine.problems import ProblemsError
-from dirigent.engine.views import EngineEvent, LogView, decode_cursor, encode_cursor
+from dirigent.engine.shapes.problems import ProblemsError
+from dirigent.engine.shapes.statuses import RUN_TERMINAL
+from dirigent.engine.shapes.views import EngineEvent, LogView, decode_cursor, encode_cursor
 
 LOG_PAGE = 500
-TERMINAL = frozenset({"succeeded", "completed_with_errors", "failed", "cancelled"})
 
 
 @dataclass
@@ -140,13 +140,13 @@ class RunFeed:
             while True:
                 events, pending = pending + _drain(queue), []
                 cursor = encode_log(log)
-                page = await engine.logs(ns, run_id, cursor=cursor, limit=LOG_PAGE)
+                page = await engine.runs.logs(ns, run_id, cursor=cursor, limit=LOG_PAGE)
                 batch: list[Entry] = []
                 for item in merged(events, page.items):
                     if isinstance(item, EngineEvent):
                         xid, event = decode_cursor(item.cursor, 2)
                         key = (int(xid), int(event))
-                        if item.entity == "run" and item.status in TERMINAL:
+                        if item.entity == "run" and item.status in RUN_TERMINAL:
                             end = await _end_key(engine, ns, run_id)
                         batch.append(Entry(item.entity, item.model_dump_json(), event_key=key))
                     else:
@@ -156,7 +156,7 @@ class RunFeed:
                 if len(page.items) == LOG_PAGE or not queue.empty():
                     continue
                 if end is not None and key >= end:
-                    status = await engine.run_status(ns, run_id) or "unknown"
+                    status = await engine.runs.status(ns, run_id) or "unknown"
                     self._publish([Entry("end", status)])
                     return
                 pending = await _next(queue, self.poll)
@@ -228,7 +228,7 @@ async def _subscription(
 
     async def pump() -> None:
         cursor = encode_cursor(*start.key())
-        async for event in engine.subscribe(run_id=run_id, cursor=cursor, poll=poll):
+        async for event in engine.events.subscribe(run_id=run_id, cursor=cursor, poll=poll):
             queue.put_nowait(event)
 
     task = asyncio.create_task(pump())
@@ -255,7 +255,7 @@ def _drain(queue: asyncio.Queue[EngineEvent]) -> list[EngineEvent]:
 
 
 async def _end_key(engine: Engine, namespace: str, run_id: int) -> tuple[int, int] | None:
-    cursor = await engine.run_end_cursor(namespace, run_id)
+    cursor = await engine.runs.end_cursor(namespace, run_id)
     if cursor is None:
         return None
     xid, event = decode_cursor(cursor, 2)

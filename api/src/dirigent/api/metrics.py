@@ -63,13 +63,13 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, record)
         finally:
-            route = _template(scope)
+            route = route_template(scope)
             method = scope["method"]
             self.metrics.requests.labels(route, method, str(status)).inc()
             self.metrics.duration.labels(route, method).observe(time.perf_counter() - started)
 
 
-def _template(scope: Scope) -> str:
+def route_template(scope: Scope) -> str:
     """The matched route's full path template; "unmatched" for a 404 or 405 of routing.
 
     The router puts the chosen route in the scope, but an included route knows only its path

@@ -1,7 +1,7 @@
 """The REST API's request and response shapes, importable without the server.
 
 One Pydantic model per shape, shared by every door: the read views are the engine's own
-(``dirigent.engine.views``), re-exported here so a client imports one module; only the shapes
+(``dirigent.engine.shapes.views``), re-exported here so a client imports one module; only the shapes
 that exist because of HTTP — request bodies, the Problem document, a plan, a cancel receipt —
 are defined here. ``dirigent.api.client`` parses responses with exactly these models.
 """
@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dirigent.engine.problems import Problem
-from dirigent.engine.views import (
+from dirigent.engine.shapes.problems import Problem
+from dirigent.engine.shapes.views import (
     ArtifactView,
     AttemptView,
     BackfillRequest,
@@ -34,6 +34,7 @@ from dirigent.engine.views import (
     RunSummary,
     ScheduleView,
     StepDetail,
+    StorageSchemeView,
     SystemInfo,
     WebhookView,
     WorkerView,
@@ -74,6 +75,7 @@ __all__ = [
     "RunSummary",
     "ScheduleView",
     "StepDetail",
+    "StorageSchemeView",
     "SystemInfo",
     "ValidationReport",
     "WebhookView",

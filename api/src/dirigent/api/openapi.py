@@ -3,7 +3,9 @@
 FastAPI describes every error response as ``application/json``; ours are
 ``application/problem+json`` (``ProblemDocument``), so the document is rewritten once here —
 every 4xx/5xx response names the Problem schema under that media type, and FastAPI's own
-validation-error schemas, which we never send, are dropped.
+validation-error schemas, which we never send, are dropped. Each operation's permission is
+named as the role of its bearer-scheme requirement (``deps.allowed``), which is where the
+route table in docs/api.md (``routetable``) reads it.
 """
 
 from __future__ import annotations

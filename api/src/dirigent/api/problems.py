@@ -26,8 +26,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from dirigent.api.metrics import route_template
 from dirigent.api.models import PROBLEM_JSON, ProblemDocument
-from dirigent.engine.problems import EngineUnavailable, Problem, ProblemsError, location
+from dirigent.engine.shapes.problems import EngineUnavailable, Problem, ProblemsError, location
 
 log = structlog.get_logger("dirigent.api")
 T = TypeVar("T")
@@ -160,12 +161,40 @@ async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     return problem_response(request, exc.status_code, code, detail, headers=exc.headers)
 
 
+class BodyTooLarge(HTTPException):
+    """Raised while a route reads a body past the limit (FastAPI re-raises HTTP exceptions
+    from its body parsing; anything else it would answer as a 400)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body is larger than {limit} bytes")
+        self.limit = limit
+
+
+def too_large(request: Request, limit: int) -> JSONResponse:
+    return problem_response(
+        request,
+        413,
+        "request.too_large",
+        f"the request body is larger than this server takes ({limit} bytes; "
+        "DIRIGENT_API_MAX_BODY sets the limit)",
+        params={"limit": limit},
+    )
+
+
+async def _on_too_large(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, BodyTooLarge)
+    return too_large(request, exc.limit)
+
+
 async def _on_unavailable(request: Request, exc: Exception) -> JSONResponse:
     return problem_response(request, 503, "engine.unavailable", str(exc))
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("api.unexpected_error", path=request.url.path, error=type(exc).__name__)
+    # The route's template, never the path: /hooks/{token} would log the webhook's secret.
+    log.exception(
+        "api.unexpected_error", route=route_template(request.scope), error=type(exc).__name__
+    )
     return problem_response(
         request,
         500,
@@ -180,6 +209,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(ApiProblem, _on_api_problem)
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(HTTPException, _on_http)
+    app.add_exception_handler(BodyTooLarge, _on_too_large)
     app.add_exception_handler(EngineUnavailable, _on_unavailable)
     app.add_exception_handler(Exception, _on_unexpected)
 

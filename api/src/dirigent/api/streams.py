@@ -8,9 +8,12 @@ position after it in *both* sources; a client that reconnects with ``Last-Event-
 exactly there, so across a reconnect nothing is lost and nothing is repeated. Without one the
 stream starts at the run's beginning, so a late joiner reads the same story.
 
-The stream ends with an ``end`` frame once the run has settled and everything up to its last
+The stream ends with an ``end`` frame once the run has finished and everything up to its last
 event and its last log line has been sent, or with ``expired`` when the server's stream
-lifetime runs out first (reopen from the last id; it is not the end of the story). Each
+lifetime runs out first (reopen from the last id; it is not the end of the story), or with
+``end`` and a ``reason`` when the access that opened it is gone: the token and the permission
+are checked again every ``recheck`` seconds, so a revoked RoleBinding or an expired token
+closes the stream within about a minute rather than when its lifetime ends. Each
 cycle's frames are ordered by time, a transition ahead of a log line written at the same
 instant; within each source the order is the source's own.
 
@@ -22,24 +25,30 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel
 
 from dirigent.api.feeds import Entry, Position, RunFeeds
-from dirigent.engine.views import encode_cursor
+from dirigent.engine.shapes.views import encode_cursor
 
 __all__ = ["Position", "RunFeeds", "StreamSettings", "follow_logs", "frame", "run_events"]
 
 KEEPALIVE_SECONDS = 15.0
 
 
+# Asked every ``StreamSettings.recheck`` seconds: None while the stream's principal may still
+# read it, else the reason it may not (said in the closing ``end`` frame).
+Access = Callable[[], Awaitable[str | None]]
+
+
 @dataclass(frozen=True)
 class StreamSettings:
     poll: float = 0.5
     lifetime: float = 3600.0
+    recheck: float = 60.0
 
 
 def frame(event: str, data: BaseModel | dict[str, Any], event_id: str | None = None) -> bytes:
@@ -48,20 +57,32 @@ def frame(event: str, data: BaseModel | dict[str, Any], event_id: str | None = N
 
 
 async def run_events(
-    feeds: RunFeeds, namespace: str, run_id: int, start: Position, settings: StreamSettings
+    feeds: RunFeeds,
+    namespace: str,
+    run_id: int,
+    start: Position,
+    settings: StreamSettings,
+    access: Access | None = None,
 ) -> AsyncGenerator[bytes, None]:
     """The ``$events`` frames of one run after ``start``, read from the run's shared feed."""
-    async for chunk in _follow(feeds, namespace, run_id, start, settings, logs_only=False):
+    frames = _follow(feeds, namespace, run_id, start, settings, logs_only=False, access=access)
+    async for chunk in frames:
         yield chunk
 
 
 async def follow_logs(
-    feeds: RunFeeds, namespace: str, run_id: int, after: int, settings: StreamSettings
+    feeds: RunFeeds,
+    namespace: str,
+    run_id: int,
+    after: int,
+    settings: StreamSettings,
+    access: Access | None = None,
 ) -> AsyncGenerator[bytes, None]:
     """``$logs?follow=sse``: every line after log ``after`` as it is written (ids are log
-    cursors), ``end`` once the run settled and its last line went out; from the shared feed."""
+    cursors), ``end`` once the run finished and its last line went out; from the shared feed."""
     start = Position(log=after)
-    async for chunk in _follow(feeds, namespace, run_id, start, settings, logs_only=True):
+    frames = _follow(feeds, namespace, run_id, start, settings, logs_only=True, access=access)
+    async for chunk in frames:
         yield chunk
 
 
@@ -73,9 +94,11 @@ async def _follow(
     settings: StreamSettings,
     *,
     logs_only: bool,
+    access: Access | None = None,
 ) -> AsyncGenerator[bytes, None]:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.lifetime
+    recheck_at = loop.time() + settings.recheck
     last_sent = loop.time()
     position = replace(start)
 
@@ -107,11 +130,28 @@ async def _follow(
             if loop.time() >= deadline:
                 yield frame("expired", _expired(run_id), ident())
                 return
+            if access is not None and loop.time() >= recheck_at:
+                reason = await _still_allowed(access)
+                if reason is not None:
+                    yield frame("end", {"run_id": run_id, "reason": reason}, ident())
+                    return
+                recheck_at = loop.time() + settings.recheck
             quiet = loop.time() - last_sent
-            await feed.wait(index, min(KEEPALIVE_SECONDS - quiet, deadline - loop.time()))
+            bound = min(KEEPALIVE_SECONDS - quiet, deadline - loop.time())
+            if access is not None:
+                bound = min(bound, recheck_at - loop.time())
+            await feed.wait(index, max(bound, 0.0))
             if loop.time() - last_sent >= KEEPALIVE_SECONDS:
                 last_sent = loop.time()
                 yield b": keepalive\n\n"
+
+
+async def _still_allowed(access: Access) -> str | None:
+    """The access check, failing closed: a check that cannot be made ends the stream."""
+    try:
+        return await access()
+    except Exception as err:  # the cluster did not answer: say so, never keep streaming
+        return f"access could not be checked again ({type(err).__name__}); reconnect"
 
 
 def _advance(position: Position, entry: Entry) -> bool:

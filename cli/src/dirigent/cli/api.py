@@ -1,4 +1,4 @@
-"""``dirigent api``: serve the REST API, and ``dirigent openapi``: its document, or its drift.
+"""``dirigent api``: serve the REST API (its documents: ``dirigent openapi``, cli/openapi.py).
 
 Started through ``process`` like every entry point (settings from the environment, JSON logs
 off a terminal, SIGTERM and SIGINT stop it gracefully, an unreachable or unmigrated database
@@ -14,7 +14,6 @@ several API replicas never double-fire.
 from __future__ import annotations
 
 import asyncio
-import difflib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,13 +24,10 @@ import typer
 from dirigent.api.app import create_app
 from dirigent.api.auth import Auth, ClusterAuth, KubeAccess, StaticToken, StreamBudget
 from dirigent.api.metrics import ApiMetrics
-from dirigent.api.openapi import render
 from dirigent.api.server import ApiServer
 from dirigent.api.streams import StreamSettings
 from dirigent.cli import process
 from dirigent.engine import Engine, EngineSettings
-
-OPENAPI_PATH = Path("docs/openapi.json")
 
 
 @dataclass(frozen=True)
@@ -72,7 +68,7 @@ def command(
     if not settings.database_url:
         process.fail("DIRIGENT_DATABASE_URL is not set", process.EXIT_USAGE)
     try:
-        checker = _auth(auth, kubeconfig)
+        checker = _auth(auth, kubeconfig, tuple(settings.api_token_audiences))
     except (ValueError, KeyError, OSError) as err:
         process.fail(str(err), process.EXIT_USAGE)
     options = _Options(
@@ -90,7 +86,7 @@ def command(
     process.serve(service, settings)
 
 
-def _auth(mode: str, kubeconfig: Path | None) -> Auth:
+def _auth(mode: str, kubeconfig: Path | None, audiences: tuple[str, ...]) -> Auth:
     if mode == "static":
         token = os.environ.get("DIRIGENT_API_TOKEN", "")
         if not token:
@@ -102,7 +98,7 @@ def _auth(mode: str, kubeconfig: Path | None) -> Auth:
         access = (
             KubeAccess.from_kubeconfig(str(kubeconfig)) if kubeconfig else KubeAccess.in_cluster()
         )
-        return ClusterAuth(access)
+        return ClusterAuth(access, audiences=audiences)
     raise ValueError(f"--auth must be static or cluster, not {mode!r}")
 
 
@@ -120,7 +116,7 @@ async def _serve(settings: EngineSettings, stop: asyncio.Event, options: _Option
             stream_settings=options.streams,
         )
         server = ApiServer(app, host=options.host, port=options.port)
-        clock = engine.scheduler() if options.scheduler else None
+        clock = engine.triggers.scheduler() if options.scheduler else None
         ticking = asyncio.create_task(clock.run()) if clock is not None else None
         try:
             await server.start()
@@ -132,28 +128,3 @@ async def _serve(settings: EngineSettings, stop: asyncio.Event, options: _Option
                 await ticking
             if isinstance(options.auth, ClusterAuth):
                 await options.auth.aclose()
-
-
-def openapi(
-    check: Annotated[bool, typer.Option(help="Fail when the committed document is stale.")] = False,
-    out: Annotated[Path, typer.Option(help="Where the document lives.")] = OPENAPI_PATH,
-) -> None:
-    """Write docs/openapi.json from the code, or with --check fail when it has drifted."""
-    wanted = render()
-    have = out.read_text(encoding="utf-8") if out.exists() else ""
-    if check:
-        if have != wanted:
-            diff = difflib.unified_diff(
-                have.splitlines(keepends=True),
-                wanted.splitlines(keepends=True),
-                fromfile=f"{out} (committed)",
-                tofile=f"{out} (generated)",
-                n=1,
-            )
-            typer.echo("".join(list(diff)[:200]), err=True)
-            process.fail(f"{out} is stale: run `dirigent openapi`")
-        return
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if have != wanted:
-        out.write_text(wanted, encoding="utf-8")
-        typer.echo(f"wrote {out}")

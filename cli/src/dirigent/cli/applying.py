@@ -36,13 +36,14 @@ import typer
 from dirigent.api.client import ApiError, Client
 from dirigent.api.models import ApplyPlan
 from dirigent.cli import replying
+from dirigent.cli.output import Output, OutputOption, text_mode
 from dirigent.cli.remote import NamespaceOption, ProfileOption, Remote, TokenOption, UrlOption
-from dirigent.cli.replying import EXIT_FAILED, EXIT_USAGE, Format, FormatOption
+from dirigent.cli.replying import EXIT_FAILED, EXIT_USAGE
 from dirigent.cli.secrets import SecretStore, split_secrets
-from dirigent.engine.manifests.loading import SourceDocument, parse_manifest, read_paths
-from dirigent.engine.manifests.ordering import apply_order, facts_of
-from dirigent.engine.manifests.webhook import Webhook
-from dirigent.engine.problems import Problem
+from dirigent.engine.shapes.manifests.loading import SourceDocument, parse_manifest, read_paths
+from dirigent.engine.shapes.manifests.ordering import apply_order, facts_of
+from dirigent.engine.shapes.manifests.webhook import Webhook
+from dirigent.engine.shapes.problems import Problem
 
 _WORDS = {"created": "created", "updated": "changed", "activated": "activated"}
 
@@ -51,7 +52,7 @@ TOKENS = Path(".dirigent") / "secrets"  # minted webhook tokens, where dev keeps
 
 
 @dataclass
-class Outcome:
+class DocumentApplied:
     doc: SourceDocument
     plan: ApplyPlan | None = None
     problems: list[Problem] = field(default_factory=list)
@@ -69,8 +70,8 @@ def _where(doc: SourceDocument) -> str:
 
 async def _send(
     api: Client, namespace: str, docs: list[SourceDocument], store: SecretStore, dry_run: bool
-) -> list[Outcome]:
-    out: list[Outcome] = []
+) -> list[DocumentApplied]:
+    out: list[DocumentApplied] = []
     for doc in apply_order(
         docs, lambda d: facts_of(d.data), lambda d: (d.file or "", d.index or 0)
     ):
@@ -81,7 +82,7 @@ async def _send(
         )
         values, missing, minted = await _secret_values(api, ns, doc, store, dry_run)
         if missing:
-            out.append(Outcome(doc, problems=missing, code="secret.not_found"))
+            out.append(DocumentApplied(doc, problems=missing, code="secret.not_found"))
             continue
         body = data if values is None else {**data, "secretValues": values}
         try:
@@ -90,9 +91,9 @@ async def _send(
             found = err.problem.problems or [
                 Problem(code=err.problem.code, message=err.problem.detail)
             ]
-            out.append(Outcome(doc, problems=list(found), code=err.problem.code))
+            out.append(DocumentApplied(doc, problems=list(found), code=err.problem.code))
             continue
-        out.append(Outcome(doc, plan=plan, minted=minted() if minted else None))
+        out.append(DocumentApplied(doc, plan=plan, minted=minted() if minted else None))
     return out
 
 
@@ -139,7 +140,7 @@ def _keep(path: Path, token: str) -> Path:
     return path
 
 
-def _line(o: Outcome, dry_run: bool) -> str:
+def _line(o: DocumentApplied, dry_run: bool) -> str:
     plan = o.plan
     assert plan is not None
     word = _WORDS.get(plan.action, plan.action)
@@ -160,8 +161,8 @@ def _line(o: Outcome, dry_run: bool) -> str:
     return text
 
 
-def _report(outcomes: list[Outcome], secrets: int, fmt: Format, dry_run: bool) -> None:
-    text = replying.text_mode(fmt)
+def _report(outcomes: list[DocumentApplied], secrets: int, fmt: Output, dry_run: bool) -> None:
+    text = text_mode(fmt)
     counts: dict[str, int] = {}
     for o in outcomes:
         where = {"file": o.doc.file, "document": o.doc.index}
@@ -192,10 +193,10 @@ def _report(outcomes: list[Outcome], secrets: int, fmt: Format, dry_run: bool) -
         replying.emit_record("summary", {"dry_run": dry_run, **counts}, fmt)
 
 
-def _minted(o: Outcome, fmt: Format) -> None:
+def _minted(o: DocumentApplied, fmt: Output) -> None:
     assert o.plan is not None
     name = f"{o.plan.namespace}/{o.plan.name}"
-    if replying.text_mode(fmt):
+    if text_mode(fmt):
         typer.echo(f"minted a token for Webhook {name}: {o.minted} (POST /hooks/<token>)", err=True)
     else:
         replying.emit_record("token", {"webhook": name, "file": str(o.minted)}, fmt)
@@ -213,7 +214,7 @@ def command(
     token: TokenOption = None,
     profile: ProfileOption = None,
     namespace: NamespaceOption = None,
-    output: FormatOption = Format.AUTO,
+    output: OutputOption = Output.AUTO,
 ) -> None:
     """Apply manifests through a server's REST API (every kind; Secrets resolve refs), or plan."""
     docs, problems = read_paths(files)

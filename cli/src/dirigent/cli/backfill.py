@@ -19,10 +19,11 @@ import typer
 from dirigent.api.client import Client
 from dirigent.api.models import BackfillResult, BackfillWindow, PipelineDetail
 from dirigent.cli import listing, replying
+from dirigent.cli.output import Output, OutputOption, text_mode
 from dirigent.cli.params import build_params
 from dirigent.cli.remote import NamespaceOption, ProfileOption, Remote, TokenOption, UrlOption
-from dirigent.cli.replying import EXIT_FAILED, EXIT_USAGE, Format, FormatOption
-from dirigent.engine.problems import ProblemsError
+from dirigent.cli.replying import EXIT_FAILED, EXIT_USAGE
+from dirigent.engine.shapes.problems import ProblemsError
 
 COLUMNS: list[listing.Column] = [
     ("from", lambda w: w.start.isoformat()),
@@ -99,7 +100,7 @@ def command(
     token: TokenOption = None,
     profile: ProfileOption = None,
     namespace: NamespaceOption = None,
-    output: FormatOption = Format.AUTO,
+    output: OutputOption = Output.AUTO,
 ) -> None:
     """One run per window of a schedule's cadence in [--from, --to), oldest first."""
     since, until = parse_when(start, "--from"), parse_when(end, "--to")
@@ -121,7 +122,7 @@ def command(
     # A dry run's ids were rolled back with it: show none.
     shown = [w.model_copy(update={"run_id": None}) if dry_run else w for w in result.windows]
     replying.reply("backfill", result, output, lambda: listing.table(COLUMNS, shown))
-    if replying.text_mode(output):
+    if text_mode(output):
         made = "would create" if dry_run else "created"
         typer.echo(
             f"{len(result.windows)} window(s) of {schedule}: {result.created} run(s) {made}, "

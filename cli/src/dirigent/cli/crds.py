@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from dirigent.engine.manifests.base import API_GROUP
+from dirigent.engine.shapes.manifests.base import API_GROUP
 from dirigent.operator import crds
 
 # Only files matching this are ours to write, compare or remove in the output folder.

@@ -26,11 +26,10 @@ from dirigent.api.auth import StaticToken
 from dirigent.api.server import ApiServer
 from dirigent.cli import process
 from dirigent.cli.devstate import DevState
-from dirigent.cli.rendering import Output, OutputOption, emit_json, is_json
+from dirigent.cli.output import Output, OutputOption
+from dirigent.cli.rendering import emit_json, is_json
 from dirigent.cli.syncing import FolderSync
-from dirigent.engine import Engine, EngineSettings
-from dirigent.engine.store.database import upgrade_async
-from dirigent.engine.store.embedded import EmbeddedPostgres
+from dirigent.engine import EmbeddedPostgres, Engine, EngineSettings
 
 Record = dict[str, Any]
 HOST = "127.0.0.1"  # dev mode serves loopback only
@@ -87,7 +86,7 @@ async def _develop(
     server = EmbeddedPostgres(state.pgdata)
     await asyncio.to_thread(server.start)
     try:
-        migrated = await upgrade_async(server.url)
+        migrated = await Engine.migrate(server.url)
         if migrated.changed:
             _progress(f"database migrated: {migrated.before or '(empty)'} -> {migrated.after}")
         settings = _settings(server.url, state)
@@ -121,8 +120,8 @@ async def _serve(
     stop: asyncio.Event,
     began: float,
 ) -> None:
-    worker = engine.worker()
-    scheduler = engine.scheduler()
+    worker = engine.workers.build()
+    scheduler = engine.triggers.scheduler()
     api = ApiServer(create_app(engine, auth=StaticToken(token)), host=HOST, port=port)
     working = [asyncio.create_task(worker.run()), asyncio.create_task(scheduler.run())]
     try:

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dirigent.cli.secrets import SecretStore, split_secrets
-from dirigent.engine.manifests.loading import LoadedManifest, read_paths
-from dirigent.engine.problems import Problem, sort_problems
-from dirigent.engine.validation.documents import validate_documents
+from dirigent.engine import validate_documents
+from dirigent.engine.shapes.manifests.loading import LoadedManifest, read_paths
+from dirigent.engine.shapes.problems import Problem, sort_problems
 
 __all__ = ["Documents", "read_documents"]
 

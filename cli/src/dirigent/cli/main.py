@@ -26,7 +26,7 @@ _COMMANDS: dict[str, tuple[str, str, bool]] = {
     "scheduler": ("scheduler", "command", False),
     "dev": ("dev", "command", False),
     "api": ("api", "command", False),
-    "openapi": ("api", "openapi", False),
+    "openapi": ("openapi", "command", False),
     # Client commands: they talk to a server (dirigent dev or dirigent api) over the REST API.
     "runs": ("runs", "app", True),
     "pipelines": ("pipelines", "app", True),

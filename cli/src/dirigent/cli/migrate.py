@@ -7,10 +7,12 @@ An unreachable database is one line and exit 1.
 
 from __future__ import annotations
 
+import asyncio
+
 import typer
 
 from dirigent.cli import process
-from dirigent.engine.store.database import MIGRATION_ERRORS, head_revision, upgrade
+from dirigent.engine import Engine, MigrationFailed
 
 
 def migrate(
@@ -23,12 +25,11 @@ def migrate(
     url = settings.database_url
     if not url:
         process.fail("DIRIGENT_DATABASE_URL is not set", process.EXIT_USAGE)
-    target = head_revision() if revision == "head" else revision
+    target = Engine.schema_head() if revision == "head" else revision
     try:
-        result = upgrade(url, revision)
-    except MIGRATION_ERRORS as err:
-        reason = str(getattr(err, "orig", None) or err).splitlines()[0]
-        process.fail(f"cannot migrate the database: {reason}")
+        result = asyncio.run(Engine.migrate(url, revision))
+    except MigrationFailed as err:
+        process.fail(f"cannot migrate the database: {err}")
     if result.changed:
         typer.echo(f"migrated: {result.before or '(empty database)'} -> {result.after}")
     else:

@@ -13,8 +13,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from dirigent.engine import EngineSettings, EngineUnavailable
-from dirigent.engine.logconfig import configure_logging
+from dirigent.engine import EngineSettings, EngineUnavailable, configure_logging
 from dirigent.operator.app import run_operator
 from dirigent.operator.settings import OperatorSettings
 

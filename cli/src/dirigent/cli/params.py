@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from dirigent.engine.problems import Problem, ProblemsError, location, problem
+from dirigent.engine.shapes.problems import Problem, ProblemsError, location, problem
 
 __all__ = ["build_params", "parse_path"]
 

@@ -16,8 +16,8 @@ from rich.text import Text
 from dirigent.api.client import Client
 from dirigent.api.models import Page, PipelineDetail, PipelineSummary
 from dirigent.cli import listing, replying
+from dirigent.cli.output import Output, OutputOption
 from dirigent.cli.remote import NamespaceOption, ProfileOption, Remote, TokenOption, UrlOption
-from dirigent.cli.replying import Format, FormatOption
 
 app = typer.Typer(no_args_is_help=True, help="The pipelines on a server: list, show, export.")
 
@@ -48,7 +48,7 @@ def list_pipelines(
     token: TokenOption = None,
     profile: ProfileOption = None,
     namespace: NamespaceOption = None,
-    output: FormatOption = Format.AUTO,
+    output: OutputOption = Output.AUTO,
 ) -> None:
     """Pipelines with their current version and how their runs are doing."""
     remote = Remote(url, token, profile, namespace)
@@ -66,7 +66,7 @@ def show(
     token: TokenOption = None,
     profile: ProfileOption = None,
     namespace: NamespaceOption = None,
-    output: FormatOption = Format.AUTO,
+    output: OutputOption = Output.AUTO,
 ) -> None:
     """One pipeline: its summary and its current document."""
     remote = Remote(url, token, profile, namespace)

@@ -24,13 +24,17 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NoReturn
 
+import structlog
 import typer
 from pydantic import ValidationError
 
-from dirigent.engine.logconfig import configure_logging
-from dirigent.engine.problems import EngineUnavailable
-from dirigent.engine.settings import EngineSettings
-from dirigent.engine.store.embedded import EmbeddedPostgresError
+from dirigent.engine import (
+    EmbeddedPostgresError,
+    EngineSettings,
+    configure_logging,
+    pooler_warning,
+)
+from dirigent.engine.shapes.problems import EngineUnavailable
 
 __all__ = [
     "EXIT_FAILURE",
@@ -101,6 +105,9 @@ def configure_logs(
 
 def serve(service: Service, settings: EngineSettings) -> None:
     """Run ``service`` until it returns or a SIGTERM/SIGINT asks it to stop; one-line errors."""
+    warning = pooler_warning(settings)
+    if warning is not None:
+        structlog.get_logger("dirigent.process").warning("database.pooler", message=warning)
     try:
         asyncio.run(_until_signalled(service, settings))
     except EngineUnavailable as err:

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from dirigent.engine.plugins import BlockEntry, Catalog, build_catalog
+from dirigent.engine import BlockEntry, Catalog, build_catalog
 from dirigent.sdk import ENTRY_POINT_GROUP, Message, secret_fields
 
 HEADER = """# Block reference

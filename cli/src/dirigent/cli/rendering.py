@@ -8,35 +8,21 @@ a ``kind``. ``--output json|text`` overrides either way. Diagnostics always go t
 
 from __future__ import annotations
 
-import enum
 import json
 import sys
-from typing import Annotated, Any, Protocol
+from typing import Any, Protocol
 
-import typer
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from dirigent.cli.output import Output, streamed_as_json
 from dirigent.cli.watching import Record
-from dirigent.engine.views import RunDetail
+from dirigent.engine.shapes.views import RunDetail
 
-__all__ = ["Output", "OutputOption", "RunRenderer", "emit_json", "is_json", "run_renderer"]
+__all__ = ["RunRenderer", "emit_json", "is_json", "run_renderer"]
 
-
-class Output(enum.StrEnum):
-    AUTO = "auto"
-    TEXT = "text"
-    JSON = "json"
-
-
-OutputOption = Annotated[
-    Output,
-    typer.Option(
-        "--output", "-o", help="text for people, json for NDJSON; auto: json unless a terminal."
-    ),
-]
 
 _STYLE = {
     "succeeded": "green",
@@ -51,7 +37,8 @@ _STYLE = {
 
 
 def is_json(output: Output) -> bool:
-    return output is Output.JSON or (output is Output.AUTO and not sys.stdout.isatty())
+    """A streaming command's choice: NDJSON or text (YAML is refused, it cannot stream)."""
+    return streamed_as_json(output)
 
 
 def emit_json(record: dict[str, Any]) -> None:

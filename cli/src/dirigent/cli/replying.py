@@ -23,10 +23,9 @@ below), prints what came back, and exits. This module is the printing and the ex
 
 from __future__ import annotations
 
-import enum
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Annotated, Any, NoReturn
+from typing import Any, NoReturn
 
 import typer
 import yaml
@@ -35,15 +34,14 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from dirigent.cli import listing
+from dirigent.cli.output import Output, text_mode
 from dirigent.cli.rendering import emit_json
-from dirigent.engine.problems import Problem
+from dirigent.engine.shapes.problems import Problem
 
 __all__ = [
     "EXIT_FAILED",
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
-    "Format",
-    "FormatOption",
     "console",
     "emit",
     "emit_record",
@@ -51,34 +49,11 @@ __all__ = [
     "print_problems",
     "record",
     "reply",
-    "text_mode",
 ]
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
-
-
-class Format(enum.StrEnum):
-    AUTO = "auto"
-    TEXT = "text"
-    JSON = "json"
-    YAML = "yaml"
-
-
-FormatOption = Annotated[
-    Format,
-    typer.Option(
-        "--output",
-        "-o",
-        help="text (a table), json (NDJSON, one record a line) or yaml; auto: text on a "
-        "terminal, json otherwise.",
-    ),
-]
-
-
-def text_mode(fmt: Format) -> bool:
-    return fmt is Format.TEXT or (fmt is Format.AUTO and sys.stdout.isatty())
 
 
 def console() -> Console:
@@ -92,9 +67,9 @@ def record(kind: str, model: BaseModel | dict[str, Any]) -> dict[str, Any]:
     return {"kind": kind, **data}
 
 
-def emit_record(kind: str, model: BaseModel | dict[str, Any], fmt: Format) -> None:
+def emit_record(kind: str, model: BaseModel | dict[str, Any], fmt: Output) -> None:
     """One record as NDJSON or a YAML document (text is the caller's: see ``reply``)."""
-    if fmt is Format.YAML:
+    if fmt is Output.YAML:
         sys.stdout.write("---\n" + yaml.safe_dump(record(kind, model), sort_keys=False))
         sys.stdout.flush()
     else:
@@ -104,7 +79,7 @@ def emit_record(kind: str, model: BaseModel | dict[str, Any], fmt: Format) -> No
 def reply(
     kind: str,
     model: BaseModel | dict[str, Any],
-    fmt: Format,
+    fmt: Output,
     text: Callable[[], RenderableType],
 ) -> None:
     """One answer: ``text()`` rendered for a person, else the record."""
@@ -116,7 +91,7 @@ def reply(
 
 
 def emit(
-    kind: str, items: Sequence[BaseModel], fmt: Format, columns: Sequence[listing.Column]
+    kind: str, items: Sequence[BaseModel], fmt: Output, columns: Sequence[listing.Column]
 ) -> None:
     """A listing: a table for a person, else one record per item."""
     if text_mode(fmt):

@@ -23,16 +23,21 @@ import typer
 
 from dirigent.cli import process, replying, serverrun
 from dirigent.cli.documents import Documents, read_documents
+from dirigent.cli.output import Output, OutputOption
 from dirigent.cli.params import build_params
 from dirigent.cli.remote import NamespaceOption, ProfileOption, Remote, TokenOption, UrlOption
-from dirigent.cli.rendering import Output, OutputOption, emit_json, is_json, run_renderer
+from dirigent.cli.rendering import emit_json, is_json, run_renderer
 from dirigent.cli.watching import EngineRunSource, follow
-from dirigent.engine import ProblemsError, RunRequest
-from dirigent.engine.local import LocalInstance, local_instance
-from dirigent.engine.logconfig import configure_logging
-from dirigent.engine.manifests.pipeline import Pipeline
-from dirigent.engine.problems import Problem
-from dirigent.engine.store.embedded import EmbeddedPostgresError
+from dirigent.engine import (
+    EmbeddedPostgresError,
+    LocalInstance,
+    ProblemsError,
+    RunRequest,
+    configure_logging,
+    local_instance,
+)
+from dirigent.engine.shapes.manifests.pipeline import Pipeline
+from dirigent.engine.shapes.problems import Problem
 
 NAMESPACE = "default"
 LOCAL_KINDS = ("Pipeline", "Connection")
@@ -73,7 +78,7 @@ async def _apply_all(inst: LocalInstance, docs: Documents) -> None:
             problems += [p.at(file=item.source.file, document=item.source.index) for p in missing]
             continue
         try:
-            await inst.engine.apply(m, NAMESPACE, secret_values=values or None)
+            await inst.engine.manifests.apply(m, NAMESPACE, secret_values=values or None)
         except ProblemsError as err:
             problems += [
                 p.at(file=item.source.file, document=item.source.index) for p in err.problems
@@ -96,7 +101,7 @@ async def _run_local(
         await _apply_all(inst, docs)
         name = pipeline.metadata.name
         try:
-            created = await inst.engine.start_run(
+            created = await inst.engine.runs.start(
                 RunRequest(NAMESPACE, name, params, triggered_by_kind="cli", window=window)
             )
         except ProblemsError as err:

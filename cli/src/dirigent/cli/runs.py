@@ -2,7 +2,7 @@
 
 ``show --watch`` follows the run to its end through the same ``watching.follow`` that
 ``run --local`` uses (a live step table on a terminal, NDJSON in a pipe); its exit code is
-the run's outcome like ``run``'s. ``logs --follow`` streams lines until the run settles.
+the run's outcome like ``run``'s. ``logs --follow`` streams lines until the run finishes.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from rich.text import Text
 from dirigent.api.client import Client
 from dirigent.api.models import FailureView, LogView, Page, RunDetail, RunSummary
 from dirigent.cli import listing, replying
+from dirigent.cli.output import Output, OutputOption, text_mode
 from dirigent.cli.remote import NamespaceOption, ProfileOption, Remote, TokenOption, UrlOption
-from dirigent.cli.rendering import Output, run_renderer
-from dirigent.cli.replying import EXIT_FAILED, Format, FormatOption
+from dirigent.cli.rendering import run_renderer
+from dirigent.cli.replying import EXIT_FAILED
 from dirigent.cli.watching import follow
-from dirigent.engine.views import EngineEvent
+from dirigent.engine.shapes.views import EngineEvent
 
 app = typer.Typer(
     no_args_is_help=True, help="The runs on a server: list, show, logs, cancel, retry."
@@ -69,7 +70,7 @@ def list_runs(
     token: TokenOption = None,
     profile: ProfileOption = None,
     namespace: NamespaceOption = None,
-    output: FormatOption = Format.AUTO,
+    output: OutputOption = Output.AUTO,
 ) -> None:
     """Runs, newest first."""
     remote = Remote(url, token, profile, namespace)
@@ -93,7 +94,7 @@ def show(
     token: TokenOption = None,
     profile: ProfileOption = None,
     namespace: NamespaceOption = None,
-    output: FormatOption = Format.AUTO,
+    output: OutputOption = Output.AUTO,
 ) -> None:
     """A run and its steps (with --watch, followed live; the exit code is then its outcome)."""
     remote = Remote(url, token, profile, namespace)
@@ -108,7 +109,7 @@ def show(
 
     detail, failures = remote.run(read)
     replying.reply("run", detail, output, lambda: _rendered(detail, failures))
-    if not replying.text_mode(output):
+    if not text_mode(output):
         for f in failures:
             replying.emit_record("failure", f, output)
 
@@ -163,8 +164,8 @@ class ApiRunSource:
         return await self.api.failures(self.namespace, self.run_id)
 
 
-def _watch(remote: Remote, run_id: int, output: Format) -> None:
-    chosen = Output.TEXT if replying.text_mode(output) else Output.JSON
+def _watch(remote: Remote, run_id: int, output: Output) -> None:
+    chosen = Output.TEXT if text_mode(output) else Output.JSON
 
     async def go(api: Client) -> RunDetail:
         with run_renderer(chosen) as renderer:
@@ -191,11 +192,11 @@ def logs(
     token: TokenOption = None,
     profile: ProfileOption = None,
     namespace: NamespaceOption = None,
-    output: FormatOption = Format.AUTO,
+    output: OutputOption = Output.AUTO,
 ) -> None:
     """A run's log lines, oldest first (with --follow, as they are written)."""
     remote = Remote(url, token, profile, namespace)
-    text = replying.text_mode(output)
+    text = text_mode(output)
 
     def emit(line: LogView) -> None:
         if text:
@@ -258,7 +259,7 @@ def cancel(
     token: TokenOption = None,
     profile: ProfileOption = None,
     namespace: NamespaceOption = None,
-    output: FormatOption = Format.AUTO,
+    output: OutputOption = Output.AUTO,
 ) -> None:
     """Cancel a run: its queued work is dropped, running attempts are told to stop."""
     remote = Remote(url, token, profile, namespace)
@@ -287,7 +288,7 @@ def retry(
     token: TokenOption = None,
     profile: ProfileOption = None,
     namespace: NamespaceOption = None,
-    output: FormatOption = Format.AUTO,
+    output: OutputOption = Output.AUTO,
 ) -> None:
     """Retry a failed step of a run once more; upstream steps do not run again."""
     remote = Remote(url, token, profile, namespace)

@@ -18,7 +18,7 @@ from dirigent.engine import Engine, EngineSettings
 
 async def _run(settings: EngineSettings, stop: asyncio.Event) -> None:
     async with Engine.open(settings, pool_size=8) as engine:
-        scheduler = engine.scheduler()
+        scheduler = engine.triggers.scheduler()
         if settings.metrics_port is not None:
             start_http_server(settings.metrics_port, registry=scheduler.metrics.registry)
         running = asyncio.create_task(scheduler.run())

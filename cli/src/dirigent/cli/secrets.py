@@ -14,10 +14,10 @@ import binascii
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dirigent.engine.manifests.connection import Connection
-from dirigent.engine.manifests.loading import Manifest, SourceDocument
-from dirigent.engine.manifests.webhook import Webhook
-from dirigent.engine.problems import Problem, problem
+from dirigent.engine.shapes.manifests.connection import Connection
+from dirigent.engine.shapes.manifests.loading import Manifest, SourceDocument
+from dirigent.engine.shapes.manifests.webhook import Webhook
+from dirigent.engine.shapes.problems import Problem, problem
 
 __all__ = ["SecretStore", "is_secret", "split_secrets"]
 

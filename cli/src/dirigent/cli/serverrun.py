@@ -22,11 +22,12 @@ from dirigent.api.client import ApiError, Client
 from dirigent.api.models import RunCreatedView
 from dirigent.cli import replying
 from dirigent.cli.backfill import params_for
+from dirigent.cli.output import Output
 from dirigent.cli.remote import Remote
-from dirigent.cli.rendering import Output, emit_json, is_json, run_renderer
+from dirigent.cli.rendering import emit_json, is_json, run_renderer
 from dirigent.cli.runs import ApiRunSource
 from dirigent.cli.watching import follow
-from dirigent.engine.views import RunDetail
+from dirigent.engine.shapes.views import RunDetail
 
 __all__ = ["ServerRun", "start"]
 

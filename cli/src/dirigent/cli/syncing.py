@@ -25,18 +25,17 @@ from typing import Any
 
 from dirigent.cli.devstate import DevState
 from dirigent.cli.secrets import SecretStore, split_secrets
-from dirigent.engine import Engine, ProblemsError
-from dirigent.engine.manifests.loading import (
+from dirigent.engine import DEFAULT_NAMESPACE, Engine, ProblemsError, validate_documents
+from dirigent.engine.shapes.manifests.loading import (
     LoadedManifest,
     SourceDocument,
     manifest_files,
     read_text,
 )
-from dirigent.engine.manifests.ordering import Facts, apply_order
-from dirigent.engine.manifests.pipeline import Pipeline
-from dirigent.engine.manifests.webhook import Webhook
-from dirigent.engine.problems import Problem, sort_problems
-from dirigent.engine.validation.documents import DEFAULT_NAMESPACE, validate_documents
+from dirigent.engine.shapes.manifests.ordering import Facts, apply_order
+from dirigent.engine.shapes.manifests.pipeline import Pipeline
+from dirigent.engine.shapes.manifests.webhook import Webhook
+from dirigent.engine.shapes.problems import Problem, sort_problems
 
 __all__ = ["FolderSync", "Key"]
 
@@ -207,7 +206,7 @@ class FolderSync:
                     }
                 )
         try:
-            applied = await self.engine.apply(
+            applied = await self.engine.manifests.apply(
                 item.manifest,
                 key.namespace,
                 secret_values=values or None,
@@ -233,7 +232,9 @@ class FolderSync:
         wanted = set().union(*self._owned.values()) if self._owned else set()
         for key in sorted(self._applied_ever - wanted):
             try:
-                await self.engine.delete(key.kind, key.namespace, key.name, policy="Retain")
+                await self.engine.manifests.delete(
+                    key.kind, key.namespace, key.name, policy="Retain"
+                )
             except ProblemsError as err:
                 for p in err.problems:
                     self.emit({"kind": "problem", **p.model_dump(mode="json")})

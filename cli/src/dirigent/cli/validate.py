@@ -14,27 +14,26 @@ setting, not a property of the manifest, so it is not applied here.
 
 from __future__ import annotations
 
-import enum
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
+import yaml
 
-from dirigent.engine.manifests.connection import Connection
-from dirigent.engine.manifests.loading import LoadedManifest, read_paths
-from dirigent.engine.manifests.pipeline import Pipeline
-from dirigent.engine.plugins import Catalog, discover
-from dirigent.engine.problems import Problem, sort_problems
-from dirigent.engine.storage import SERVED_SCHEMES
-from dirigent.engine.validation.catalog import check_against_catalog
-from dirigent.engine.validation.documents import DEFAULT_NAMESPACE, validate_documents
-
-
-class Output(enum.StrEnum):
-    TEXT = "text"
-    JSON = "json"
+from dirigent.cli.output import Output, OutputOption, text_mode
+from dirigent.engine import (
+    DEFAULT_NAMESPACE,
+    Catalog,
+    check_against_catalog,
+    discover,
+    validate_documents,
+)
+from dirigent.engine.shapes.manifests.connection import Connection
+from dirigent.engine.shapes.manifests.loading import LoadedManifest, read_paths
+from dirigent.engine.shapes.manifests.pipeline import Pipeline
+from dirigent.engine.shapes.problems import Problem, sort_problems
 
 
 def catalog_problems(
@@ -60,7 +59,7 @@ def catalog_problems(
             catalog,
             connections=named.get(("Connection", namespace), set()),
             pipelines=named.get(("Pipeline", namespace), set()),
-            storage_schemes=SERVED_SCHEMES,
+            storage_schemes=catalog.storage_schemes,
         )
         out += [p.at(file=item.source.file, document=item.source.index) for p in found]
     return out
@@ -70,9 +69,7 @@ def command(
     paths: Annotated[
         list[Path], typer.Argument(help="Manifest files or folders (every .yaml/.yml/.json).")
     ],
-    output: Annotated[
-        Output, typer.Option("--output", "-o", help="text for people, json for tools.")
-    ] = Output.TEXT,
+    output: OutputOption = Output.TEXT,
     catalog: Annotated[
         bool,
         typer.Option(
@@ -88,7 +85,9 @@ def command(
     if catalog:
         problems += catalog_problems(loaded, problems, discover())
     problems = sort_problems([*read_problems, *problems])
-    if output is Output.JSON:
+    if output is Output.YAML:
+        typer.echo(yaml.safe_dump([p.model_dump(mode="json") for p in problems], sort_keys=False))
+    elif not text_mode(output):
         typer.echo(json.dumps([p.model_dump(mode="json") for p in problems], indent=2))
     elif problems:
         for p in problems:

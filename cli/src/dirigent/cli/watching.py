@@ -18,19 +18,26 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dirigent.engine.views import EngineEvent, FailureView, LogView, Page, RunDetail, encode_cursor
+from dirigent.engine.shapes.statuses import RUN_TERMINAL
+from dirigent.engine.shapes.views import (
+    EngineEvent,
+    FailureView,
+    LogView,
+    Page,
+    RunDetail,
+    encode_cursor,
+)
 
 if TYPE_CHECKING:
     # Only for the annotation: a client command must not load the store to watch a run.
     from dirigent.engine import Engine
 
-__all__ = ["TERMINAL", "EngineRunSource", "Record", "RunSource", "follow"]
+__all__ = ["EngineRunSource", "Record", "RunSource", "follow"]
 
-TERMINAL = frozenset({"succeeded", "completed_with_errors", "failed", "cancelled"})
 Record = dict[str, Any]
 # After the run is seen terminal, how long to wait for its own terminal event to be readable
 # (events become visible once no older transaction is open).
-_SETTLE_DEADLINE = 5.0
+_FINISH_DEADLINE = 5.0
 
 
 class RunSource(Protocol):
@@ -53,16 +60,18 @@ class EngineRunSource:
 
     def events(self) -> AsyncIterator[EngineEvent]:
         # From the beginning of this run's events: the subscription starts after the run.
-        return self.engine.subscribe(run_id=self.run_id, cursor=encode_cursor(0, 0), poll=0.2)
+        return self.engine.events.subscribe(
+            run_id=self.run_id, cursor=encode_cursor(0, 0), poll=0.2
+        )
 
     async def detail(self) -> RunDetail | None:
-        return await self.engine.run(self.namespace, self.run_id)
+        return await self.engine.runs.get(self.namespace, self.run_id)
 
     async def logs(self, cursor: str | None) -> Page[LogView]:
-        return await self.engine.logs(self.namespace, self.run_id, cursor=cursor)
+        return await self.engine.runs.logs(self.namespace, self.run_id, cursor=cursor)
 
     async def failures(self) -> list[FailureView]:
-        return await self.engine.failures(self.namespace, self.run_id)
+        return await self.engine.runs.failures(self.namespace, self.run_id)
 
 
 def event_record(event: EngineEvent) -> Record:
@@ -113,7 +122,7 @@ async def follow(
 
     pumping = asyncio.create_task(pump())
     cursor: str | None = None
-    settled_at: float | None = None
+    finished_at: float | None = None
     try:
         while True:
             detail = await source.detail()
@@ -126,10 +135,10 @@ async def follow(
             records = [log_record(x) for x in page.items] + [event_record(e) for e in events]
             for record in sorted(records, key=_order):
                 emit(record, detail)
-            if detail.status in TERMINAL:
-                seen_end = any(e.entity == "run" and e.status in TERMINAL for e in events)
-                settled_at = settled_at or time.monotonic()
-                if seen_end or time.monotonic() - settled_at > _SETTLE_DEADLINE:
+            if detail.status in RUN_TERMINAL:
+                seen_end = any(e.entity == "run" and e.status in RUN_TERMINAL for e in events)
+                finished_at = finished_at or time.monotonic()
+                if seen_end or time.monotonic() - finished_at > _FINISH_DEADLINE:
                     for f in await source.failures():
                         emit(failure_record(f), detail)
                     return detail

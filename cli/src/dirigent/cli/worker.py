@@ -19,7 +19,7 @@ from dirigent.engine import Engine, EngineSettings
 
 async def _work(settings: EngineSettings, stop: asyncio.Event) -> None:
     async with Engine.open(settings) as engine:
-        worker = engine.worker()
+        worker = engine.workers.build()
         if settings.metrics_port is not None:
             worker.metrics.serve(settings.metrics_port)
         task = asyncio.create_task(worker.run())

@@ -24,16 +24,18 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from dirigent.engine import ProblemsError
-from dirigent.engine.manifests.connection import Connection
-from dirigent.engine.manifests.pipeline import Pipeline
-from dirigent.engine.manifests.schedule import Schedule
-from dirigent.engine.manifests.webhook import Webhook
-from dirigent.engine.problems import Problem, sort_problems
-from dirigent.engine.storage import SERVED_SCHEMES
-from dirigent.engine.validation.catalog import check_against_catalog
-from dirigent.engine.validation.pipelines import check_pipeline
-from dirigent.engine.validation.triggers import check_schedule_against, check_webhook_against
+from dirigent.engine import (
+    ProblemsError,
+    check_against_catalog,
+    check_pipeline,
+    check_schedule_against,
+    check_webhook_against,
+)
+from dirigent.engine.shapes.manifests.connection import Connection
+from dirigent.engine.shapes.manifests.pipeline import Pipeline
+from dirigent.engine.shapes.manifests.schedule import Schedule
+from dirigent.engine.shapes.manifests.webhook import Webhook
+from dirigent.engine.shapes.problems import Problem, sort_problems
 
 from .bodies import to_manifest
 from .context import Context
@@ -94,7 +96,7 @@ def _against_catalog(
         ctx.engine.catalog,
         connections=connections,
         enabled_unsafe=ctx.engine.enabled_unsafe,
-        storage_schemes=SERVED_SCHEMES,
+        storage_schemes=ctx.engine.catalog.storage_schemes,
     )
 
 
@@ -102,7 +104,7 @@ async def _connection_problems(ctx: Context, manifest: Connection, namespace: st
     # A dry-run apply without the secret values: the Secrets are read at reconcile (and may
     # be applied after the Connection), so only their absence is not a problem here.
     try:
-        await ctx.engine.apply(manifest, namespace, dry_run=True)
+        await ctx.engine.manifests.apply(manifest, namespace, dry_run=True)
     except ProblemsError as err:
         return [p for p in err.problems if p.code != "connection.secret.missing"]
     return []

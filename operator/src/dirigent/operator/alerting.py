@@ -1,6 +1,6 @@
 """A failed alert delivery becomes a Warning Event (reason AlertFailed) on its Pipeline.
 
-Alerts are delivered by workers, long after the run settled, so nothing in Kubernetes
+Alerts are delivered by workers, long after the run finished, so nothing in Kubernetes
 changes when one gives up. The engine records a notification that gave up as an engine event
 (entity ``notification``, status ``failed``, migration 0010); the status feedback loop,
 which already follows those events from a durable cursor, hands each one here. The Event
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dirigent.engine.views import EngineEvent
+from dirigent.engine.shapes.views import EngineEvent
 
 from .context import Context
 from .kube import ObjectRef
@@ -23,10 +23,10 @@ __all__ = ["alert_failed"]
 async def alert_failed(
     ctx: Context, pipelines: Mapping[tuple[str, str], ObjectRef], event: EngineEvent
 ) -> None:
-    run = await ctx.engine.run(event.namespace, event.run_id)
+    run = await ctx.engine.runs.get(event.namespace, event.run_id)
     if run is None:
         return
-    notes = await ctx.engine.notifications(event.namespace, event.run_id)
+    notes = await ctx.engine.runs.notifications(event.namespace, event.run_id)
     note = next((n for n in notes if n.id == event.entity_id), None)
     ref = pipelines.get((event.namespace, run.pipeline))
     if note is None or ref is None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dirigent.engine.manifests.loading import Manifest, parse_manifest
-from dirigent.engine.problems import Problem
+from dirigent.engine.shapes.manifests.loading import Manifest, parse_manifest
+from dirigent.engine.shapes.problems import Problem
 
 __all__ = ["problem_text", "problems_status", "to_manifest"]
 

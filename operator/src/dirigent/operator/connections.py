@@ -16,12 +16,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from dirigent.engine import ProblemsError
-from dirigent.engine.manifests.connection import Connection
+from dirigent.engine.shapes.manifests.connection import Connection
 
 from .bodies import problems_status, to_manifest
 from .conditions import condition, set_condition
-from .context import Context, Outcome
-from .kube import ObjectRef
+from .context import Context, Reconciled
+from .kube import FoundSecret, ObjectRef
 
 __all__ = ["delete_connection", "reconcile_connection", "secret_references"]
 
@@ -45,17 +45,17 @@ async def _read_values(
 ) -> tuple[dict[str, str], list[str]]:
     values: dict[str, str] = {}
     missing: list[str] = []
-    cache: dict[str, dict[str, str] | None] = {}
+    cache: dict[str, FoundSecret | None] = {}
     for field, ref in sorted(manifest.spec.secrets.items()):
         if ref.name not in cache:
-            cache[ref.name] = await ctx.kube.secret_data(namespace, ref.name)
-        data = cache[ref.name]
-        if data is None:
+            cache[ref.name] = await ctx.kube.secret(namespace, ref.name)
+        found = cache[ref.name]
+        if found is None:
             missing.append(f"spec.secrets.{field}: Secret {ref.name} does not exist in {namespace}")
-        elif ref.key not in data:
-            missing.append(f"spec.secrets.{field}: Secret {ref.name} has no key {ref.key}")
+        elif (why := found.missing(ref.key)) is not None:
+            missing.append(f"spec.secrets.{field}: Secret {ref.name} {why}")
         else:
-            values[field] = data[ref.key]
+            values[field] = found.data[ref.key]
     return values, missing
 
 
@@ -73,26 +73,30 @@ def _status(
     }
 
 
-async def reconcile_connection(ctx: Context, body: Mapping[str, Any]) -> Outcome:
+async def reconcile_connection(ctx: Context, body: Mapping[str, Any]) -> Reconciled:
     ref = ObjectRef.of(body)
     manifest, problems = to_manifest(body)
     if not isinstance(manifest, Connection):
-        return Outcome(
+        return Reconciled(
             _status(body, False, "Invalid", problems[0].render(), problems), False, "invalid"
         )
     values, missing = await _read_values(ctx, ref.namespace, manifest)
     if missing:
-        return Outcome(_status(body, False, "SecretMissing", "; ".join(missing)), False, "invalid")
+        return Reconciled(
+            _status(body, False, "SecretMissing", "; ".join(missing)), False, "invalid"
+        )
     try:
-        await ctx.engine.apply(manifest, ref.namespace, secret_values=values, owner_uid=ref.uid)
+        await ctx.engine.manifests.apply(
+            manifest, ref.namespace, secret_values=values, owner_uid=ref.uid
+        )
     except ProblemsError as err:
         status = _status(body, False, "Invalid", err.problems[0].render(), err.problems)
-        return Outcome(status, False, "invalid")
+        return Reconciled(status, False, "invalid")
     fields = ", ".join(sorted(values)) or "no secret fields"
-    return Outcome(_status(body, True, "Synced", f"synced ({fields})"), True, "ok")
+    return Reconciled(_status(body, True, "Synced", f"synced ({fields})"), True, "ok")
 
 
 async def delete_connection(ctx: Context, body: Mapping[str, Any]) -> None:
     ref = ObjectRef.of(body)
     ctx.metrics.observe(ref.kind, ref.namespace, ref.name, None)
-    await ctx.engine.delete("Connection", ref.namespace, ref.name)
+    await ctx.engine.manifests.delete("Connection", ref.namespace, ref.name)

@@ -22,13 +22,13 @@ from .kube import Kube, ObjectRef
 from .metrics import OperatorMetrics
 from .settings import OperatorSettings
 
-__all__ = ["Context", "Outcome"]
+__all__ = ["Context", "Reconciled"]
 
 log = structlog.get_logger("dirigent.operator")
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Reconciled:
     """What a reconcile decided: the status to merge, and whether the resource is Ready."""
 
     status: dict[str, Any]
@@ -65,11 +65,11 @@ class Context:
         finally:
             self.metrics.duration.labels(kind=kind).observe(time.monotonic() - began)
 
-    def record(self, ref: ObjectRef, outcome: Outcome) -> None:
+    def record(self, ref: ObjectRef, outcome: Reconciled) -> None:
         self.metrics.reconciles.labels(kind=ref.kind, result=outcome.result).inc()
         self.metrics.observe(ref.kind, ref.namespace, ref.name, outcome.ready)
 
-    async def write(self, ref: ObjectRef, outcome: Outcome) -> None:
+    async def write(self, ref: ObjectRef, outcome: Reconciled) -> None:
         """Write an outcome reached outside a kopf handler (a re-sync, a dependent)."""
         self.record(ref, outcome)
         await self.kube.patch_status(ref, outcome.status)

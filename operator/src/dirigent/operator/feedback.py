@@ -23,7 +23,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dirigent.engine.views import EngineEvent, LastRun, PipelineSummary
+from dirigent.engine.shapes.views import EngineEvent, LastRun, PipelineSummary
 
 from .alerting import alert_failed
 from .context import Context, log
@@ -73,13 +73,13 @@ class Feedback:
 
     async def refresh(self, namespace: str, name: str) -> None:
         ref = self.pipelines().get((namespace, name))
-        summary = await self.ctx.engine.pipeline_summary(namespace, name)
+        summary = await self.ctx.engine.pipelines.summary(namespace, name)
         if ref is None or summary is None:
             return
         await self.ctx.kube.patch_status(ref, summary_status(summary))
 
     async def _follow(self) -> None:
-        async for event in self.ctx.engine.subscribe(cursor=self.cursor):
+        async for event in self.ctx.engine.events.subscribe(cursor=self.cursor):
             try:
                 if event.entity == "run":
                     await self._handle(event)
@@ -90,7 +90,7 @@ class Feedback:
             self.cursor = event.cursor
 
     async def _handle(self, event: EngineEvent) -> None:
-        run = await self.ctx.engine.run(event.namespace, event.run_id)
+        run = await self.ctx.engine.runs.get(event.namespace, event.run_id)
         if run is None:
             return
         await self.refresh(event.namespace, run.pipeline)

@@ -38,7 +38,7 @@ RETRY_SECONDS = 2.0
 async def connection_health(ctx: Context, body: Mapping[str, Any]) -> dict[str, Any] | None:
     """The status to merge after one check, or None when there is nothing to check."""
     ref = ObjectRef.of(body)
-    health = await ctx.engine.check_connection(
+    health = await ctx.engine.connections.check(
         ref.namespace, ref.name, within=ctx.settings.health_check_timeout
     )
     if health is None:

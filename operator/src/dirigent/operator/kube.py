@@ -20,7 +20,7 @@ import structlog
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from dirigent.engine.manifests.base import API_GROUP
+from dirigent.engine.shapes.manifests.base import API_GROUP
 
 from .conditions import now
 
@@ -70,11 +70,29 @@ class ObjectRef:
         }
 
 
+@dataclass(frozen=True)
+class FoundSecret:
+    data: dict[str, str]  # the keys whose values are UTF-8 text
+    binary: frozenset[str]  # keys whose values are not text
+    owner_uids: frozenset[str]
+
+    def missing(self, key: str) -> str | None:
+        """Why ``key`` cannot be used, or None when it can."""
+        if key in self.binary:
+            return f"key {key} is not UTF-8 text"
+        if key not in self.data:
+            return f"has no key {key}"
+        return None
+
+
 class Kube:
     """Async wrappers over the blocking client; one per process."""
 
-    def __init__(self, api: Any) -> None:
+    def __init__(self, api: Any, *, timeout: float = 10.0) -> None:
         self.api = api
+        # Every call has a deadline: a call that hangs must not hold a handler, the feedback
+        # loop or the Lease renewal past it (the kubernetes client waits forever by default).
+        self.timeout = timeout
         self.core: Any = client.CoreV1Api(api)
         self.custom: Any = client.CustomObjectsApi(api)
         self.coordination: Any = client.CoordinationV1Api(api)
@@ -82,16 +100,34 @@ class Kube:
     def close(self) -> None:
         self.api.close()
 
-    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
-        """A Secret's data, decoded; None when there is no such Secret."""
+    async def call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        """One blocking client call in a thread, with this client's deadline."""
+        return await asyncio.to_thread(method, *args, _request_timeout=self.timeout, **kwargs)
+
+    async def secret(self, namespace: str, name: str) -> FoundSecret | None:
+        """A Secret's text values, the keys that hold binary, and who owns it; None when
+        there is no such Secret. A value that is not UTF-8 is never decoded (a key holding
+        a certificate bundle beside the one we read must not break every reconcile)."""
         try:
-            secret = await asyncio.to_thread(self.core.read_namespaced_secret, name, namespace)
+            secret = await self.call(self.core.read_namespaced_secret, name, namespace)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
-        data = secret.data or {}
-        return {k: base64.b64decode(v).decode() for k, v in data.items()}
+        text: dict[str, str] = {}
+        binary: set[str] = set()
+        for key, value in (secret.data or {}).items():
+            try:
+                text[key] = base64.b64decode(value).decode()
+            except (UnicodeDecodeError, ValueError):
+                binary.add(key)
+        owners = frozenset(o.uid for o in (secret.metadata.owner_references or []))
+        return FoundSecret(text, frozenset(binary), owners)
+
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A Secret's text values; None when there is no such Secret."""
+        found = await self.secret(namespace, name)
+        return None if found is None else found.data
 
     async def create_secret(
         self, namespace: str, name: str, data: Mapping[str, str], owner: ObjectRef
@@ -106,16 +142,16 @@ class Kube:
             type="Opaque",
             string_data=dict(data),
         )
-        await asyncio.to_thread(self.core.create_namespaced_secret, namespace, body)
+        await self.call(self.core.create_namespaced_secret, namespace, body)
 
     async def replace_secret_data(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
         patch = {"stringData": dict(data)}
-        await asyncio.to_thread(self.core.patch_namespaced_secret, name, namespace, patch)
+        await self.call(self.core.patch_namespaced_secret, name, namespace, patch)
 
     async def patch_status(self, ref: ObjectRef, status: Mapping[str, Any]) -> bool:
         """Merge ``status`` into the object's status; False when the object is gone."""
         try:
-            await asyncio.to_thread(
+            await self.call(
                 self.custom.patch_namespaced_custom_object_status,
                 API_GROUP,
                 VERSION,
@@ -132,7 +168,7 @@ class Kube:
 
     async def get_object(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            obj: dict[str, Any] = await asyncio.to_thread(
+            obj: dict[str, Any] = await self.call(
                 self.custom.get_namespaced_custom_object,
                 API_GROUP,
                 VERSION,
@@ -148,7 +184,7 @@ class Kube:
 
     async def names(self, kind: str, namespace: str) -> set[str]:
         """Names of the objects of one of our kinds in a namespace (a fresh list call)."""
-        listed: dict[str, Any] = await asyncio.to_thread(
+        listed: dict[str, Any] = await self.call(
             self.custom.list_namespaced_custom_object, API_GROUP, VERSION, namespace, PLURALS[kind]
         )
         return {item["metadata"]["name"] for item in listed.get("items", [])}
@@ -157,7 +193,7 @@ class Kube:
         self, ref: ObjectRef, annotations: Mapping[str, str | None]
     ) -> None:
         """Set (or, with None, remove) annotations on one of our resources."""
-        await asyncio.to_thread(
+        await self.call(
             self.custom.patch_namespaced_custom_object,
             API_GROUP,
             VERSION,
@@ -189,7 +225,7 @@ class Kube:
             "reportingComponent": "dirigent-operator",
         }
         try:
-            await asyncio.to_thread(self.core.create_namespaced_event, ref.namespace, body)
+            await self.call(self.core.create_namespaced_event, ref.namespace, body)
         except ApiException as exc:
             # An Event is a courtesy: a terminating namespace (403) or a hiccup must never
             # fail the reconcile or the deletion that raised it.

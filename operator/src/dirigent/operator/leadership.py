@@ -11,8 +11,11 @@ Invariants:
 - a Lease is taken only when it is free or its holder has not renewed within
   ``leaseDurationSeconds``; every write is a replace at the read ``resourceVersion``, so two
   candidates never both win (one gets 409 Conflict);
-- a holder that fails to renew before its own lease runs out stops (``lost`` is set): the
-  process exits rather than risk two active operators.
+- a holder that has not renewed for ``renew_deadline_seconds`` stops (``lost`` is set) —
+  shorter than ``lease_seconds``, so it has stopped before a standby may take the Lease; a
+  renewal that hangs counts as failed when the deadline passes (every call to the API server
+  carries ``kube_timeout_seconds``, and the wait for it is bounded too): the process exits
+  rather than risk two active operators.
 """
 
 from __future__ import annotations
@@ -46,34 +49,48 @@ class Leadership:
         self.cursor: str | None = None
         self.cursor_source: Callable[[], str | None] = lambda: None
         self.lost = asyncio.Event()
+        self.leading = False  # readiness says standby or leader
 
     async def acquire(self) -> None:
         """Wait until this instance holds the Lease."""
         announced = False
-        while not await asyncio.to_thread(self._try, False):
+        while True:
+            try:
+                if await self._attempt(False):
+                    break
+            except Exception as exc:  # the API server away: a standby keeps standing by
+                log.warning("lease acquisition failed", error=str(exc) or type(exc).__name__)
             if not announced:
                 log.info("standing by", lease=self.settings.lease_name, identity=self.identity)
                 announced = True
             await asyncio.sleep(self.settings.renew_seconds / 2)
+        self.leading = True
         log.info("leading", lease=self.settings.lease_name, identity=self.identity)
 
     async def keep(self) -> None:
         """Renew until stopped; set ``lost`` and return when the Lease cannot be kept."""
+        s = self.settings
         renewed = time.monotonic()
         while True:
-            await asyncio.sleep(self.settings.renew_seconds)
+            await asyncio.sleep(
+                max(0.0, min(s.renew_seconds, renewed + s.renew_deadline - time.monotonic()))
+            )
+            left = renewed + s.renew_deadline - time.monotonic()
             try:
-                held = await asyncio.to_thread(self._try, True)
-            except Exception as exc:  # an API hiccup: retry until the lease would run out
-                log.warning("lease renewal failed", error=str(exc))
-                held = time.monotonic() - renewed < self.settings.lease_seconds
-                if held:
+                held = await asyncio.wait_for(self._attempt(True), timeout=max(left, 0.001))
+            except Exception as exc:  # an API hiccup or a hang: retry until the deadline
+                log.warning("lease renewal failed", error=str(exc) or type(exc).__name__)
+                if time.monotonic() - renewed < s.renew_deadline:
                     continue
+                held = False
             if not held:
                 log.error("lost the lease; stopping", identity=self.identity)
                 self.lost.set()
                 return
             renewed = time.monotonic()
+
+    async def _attempt(self, renewing: bool) -> bool:
+        return await asyncio.to_thread(self._try, renewing)
 
     def _spec(self, old: Any, renewing: bool) -> Any:
         stamp = _now()
@@ -90,8 +107,9 @@ class Leadership:
         """One attempt to take or renew the Lease (blocking; run in a thread)."""
         ns, name = self.settings.lease_namespace, self.settings.lease_name
         api = self.kube.coordination
+        timeout = self.settings.kube_timeout_seconds
         try:
-            lease = api.read_namespaced_lease(name, ns)
+            lease = api.read_namespaced_lease(name, ns, _request_timeout=timeout)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -100,7 +118,7 @@ class Leadership:
                 spec=self._spec(None, False),
             )
             try:
-                api.create_namespaced_lease(ns, body)
+                api.create_namespaced_lease(ns, body, _request_timeout=timeout)
             except ApiException as err:
                 if err.status == 409:
                     return False
@@ -121,7 +139,7 @@ class Leadership:
         lease.metadata.annotations = annotations
         lease.spec = self._spec(spec, renewing and mine)
         try:
-            api.replace_namespaced_lease(name, ns, lease)
+            api.replace_namespaced_lease(name, ns, lease, _request_timeout=timeout)
         except ApiException as exc:
             if exc.status == 409:
                 return False
@@ -142,7 +160,8 @@ class Leadership:
 
         def clear() -> None:
             ns, name = self.settings.lease_namespace, self.settings.lease_name
-            lease = self.kube.coordination.read_namespaced_lease(name, ns)
+            timeout = self.settings.kube_timeout_seconds
+            lease = self.kube.coordination.read_namespaced_lease(name, ns, _request_timeout=timeout)
             if lease.spec.holder_identity != self.identity:
                 return
             cursor = self.cursor_source()
@@ -153,9 +172,11 @@ class Leadership:
                 }
             lease.spec.holder_identity = None
             lease.spec.renew_time = None
-            self.kube.coordination.replace_namespaced_lease(name, ns, lease)
+            self.kube.coordination.replace_namespaced_lease(
+                name, ns, lease, _request_timeout=timeout
+            )
 
         try:
             await asyncio.to_thread(clear)
-        except ApiException as exc:
+        except Exception as exc:
             log.warning("could not release the lease", error=str(exc))

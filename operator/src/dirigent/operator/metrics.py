@@ -37,6 +37,17 @@ class OperatorMetrics:
             ["kind", "ready"],
             registry=r,
         )
+        self.leader = Gauge(
+            "dirigent_operator_leader",
+            "1 while this operator holds the Lease and reconciles; 0 while it stands by.",
+            registry=r,
+        )
+        self.feedback_restarts = Counter(
+            "dirigent_operator_feedback_restarts",
+            "Times the status feedback loop failed and was restarted, by error type.",
+            ["error"],
+            registry=r,
+        )
         self._ready: dict[tuple[str, str, str], bool] = {}
 
     def observe(self, kind: str, namespace: str, name: str, ready: bool | None) -> None:

@@ -17,11 +17,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from dirigent.engine import ProblemsError
-from dirigent.engine.manifests.pipeline import Pipeline
+from dirigent.engine.shapes.manifests.pipeline import Pipeline
 
 from .bodies import problems_status, to_manifest
 from .conditions import condition, set_condition
-from .context import Context, Outcome, log
+from .context import Context, Reconciled, log
 from .kube import ObjectRef
 
 __all__ = ["delete_pipeline", "reconcile_pipeline", "required_connections"]
@@ -37,7 +37,7 @@ def _provenance(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-async def reconcile_pipeline(ctx: Context, body: Mapping[str, Any]) -> Outcome:
+async def reconcile_pipeline(ctx: Context, body: Mapping[str, Any]) -> Reconciled:
     """Apply the Pipeline; the status to write, whatever the engine answered."""
     ref = ObjectRef.of(body)
     generation = body["metadata"].get("generation")
@@ -45,14 +45,14 @@ async def reconcile_pipeline(ctx: Context, body: Mapping[str, Any]) -> Outcome:
     manifest, problems = to_manifest(body)
     if manifest is not None:
         try:
-            applied = await ctx.engine.apply(
+            applied = await ctx.engine.manifests.apply(
                 manifest, ref.namespace, provenance=_provenance(body), owner_uid=ref.uid
             )
         except ProblemsError as err:
             problems = err.problems
         else:
             ready = condition("Ready", True, "Applied", f"version {applied.version} is active")
-            return Outcome(
+            return Reconciled(
                 status={
                     "observedGeneration": generation,
                     "engineVersion": applied.version,
@@ -63,7 +63,7 @@ async def reconcile_pipeline(ctx: Context, body: Mapping[str, Any]) -> Outcome:
                 ready=True,
                 result="ok",
             )
-    current = await ctx.engine.pipeline(ref.namespace, ref.name)
+    current = await ctx.engine.pipelines.get(ref.namespace, ref.name)
     active = current is not None and current.active and current.version is not None
     still = f"version {current.version} stays active" if active and current else "none is active"
     message = f"{len(problems)} problem(s) in this spec; {still}: {problems[0].render()}"
@@ -78,7 +78,7 @@ async def reconcile_pipeline(ctx: Context, body: Mapping[str, Any]) -> Outcome:
         status["engineVersion"] = current.version
         status["digest"] = current.digest
     log.info("pipeline refused", namespace=ref.namespace, name=ref.name, problems=len(problems))
-    return Outcome(status=status, ready=False, result="invalid")
+    return Reconciled(status=status, ready=False, result="invalid")
 
 
 async def delete_pipeline(ctx: Context, body: Mapping[str, Any]) -> None:
@@ -86,7 +86,7 @@ async def delete_pipeline(ctx: Context, body: Mapping[str, Any]) -> None:
     policy = (body.get("spec") or {}).get("deletionPolicy", "Retain")
     if policy not in ("Retain", "Delete"):
         policy = "Retain"  # an invalid spec never escalates to deleting history
-    deleted = await ctx.engine.delete("Pipeline", ref.namespace, ref.name, policy)
+    deleted = await ctx.engine.manifests.delete("Pipeline", ref.namespace, ref.name, policy)
     ctx.metrics.observe(ref.kind, ref.namespace, ref.name, None)
     if policy == "Delete":
         what = f"cancelled {deleted.runs_cancelled} run(s) in flight, deleted its history"

@@ -22,12 +22,12 @@ from typing import Any
 
 import kopf
 
-from dirigent.engine.manifests.base import API_GROUP
+from dirigent.engine.shapes.manifests.base import API_GROUP
 
 from .admission import judge, spec_changed
 from .bodies import problem_text
 from .connections import delete_connection, reconcile_connection, secret_references
-from .context import Context, Outcome
+from .context import Context, Reconciled
 from .health import keep_checking
 from .kube import VERSION, ObjectRef
 from .pipelines import (
@@ -36,12 +36,13 @@ from .pipelines import (
     required_connections,
     required_pipelines,
 )
+from .tokens import secret_name
 from .trigger_status import refresh_trigger
 from .triggers import delete_trigger, reconcile_trigger
 
 __all__ = ["build_registry"]
 
-Reconcile = Callable[[Context, Mapping[str, Any]], Awaitable[Outcome]]
+Reconcile = Callable[[Context, Mapping[str, Any]], Awaitable[Reconciled]]
 KIND_PLURALS = {
     "Pipeline": "pipelines",
     "Schedule": "schedules",
@@ -58,13 +59,6 @@ def _plain(body: Mapping[str, Any]) -> dict[str, Any]:
 def _ready(body: Mapping[str, Any]) -> bool:
     conditions = (body.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def _write(patch: Any, outcome: Outcome) -> None:
-    for key, value in outcome.status.items():
-        patch.status[key] = value
-    for key, value in (outcome.annotations or {}).items():
-        patch.metadata.annotations[key] = value
 
 
 async def _resync_all(
@@ -123,6 +117,16 @@ def _indexes(r: kopf.OperatorRegistry) -> None:
     def by_secret(**kw: Any) -> Any:
         body = kw["body"]
         return {(kw["namespace"], s): _plain(body) for s in secret_references(body)}
+
+    @kopf.index(API_GROUP, VERSION, "webhooks", registry=r, id="webhooks_by_secret")
+    def webhook_secrets(**kw: Any) -> Any:
+        # Its HMAC Secret and its token Secret: a change to either re-syncs the Webhook.
+        body = kw["body"]
+        names = {secret_name(kw["name"])}
+        hmac = (kw["spec"].get("hmacSecretRef") or {}).get("name")
+        if isinstance(hmac, str):
+            names.add(hmac)
+        return {(kw["namespace"], s): _plain(body) for s in names}
 
     @kopf.index(API_GROUP, VERSION, "connections", registry=r, id="connection_names")
     def connection_names(**kw: Any) -> Any:
@@ -209,11 +213,14 @@ def _connection_handlers(r: kopf.OperatorRegistry, ctx: Context) -> None:
     @kopf.on.create(API_GROUP, VERSION, "connections", registry=r, id="connection")
     @kopf.on.update(API_GROUP, VERSION, "connections", registry=r, id="connection")
     async def connection_changed(**kw: Any) -> None:
+        # Under the object's lock, reading its Secrets inside it: a Secret's re-sync of this
+        # Connection takes the same lock, so whichever runs last read the newest Secret and
+        # writes last — the engine never keeps a stale value while status says Synced.
         ref = ObjectRef.of(kw["body"])
-        async with ctx.measured("Connection"):
-            outcome = await reconcile_connection(ctx, kw["body"])
-        _write(kw["patch"], outcome)
-        ctx.record(ref, outcome)
+        async with ctx.serialized(ref):
+            async with ctx.measured("Connection"):
+                outcome = await reconcile_connection(ctx, kw["body"])
+            await ctx.write(ref, outcome)
         if outcome.ready:
             waiting = _dependents(kw["pipelines_by_connection"], (ref.namespace, ref.name))
             await _resync_all(ctx, reconcile_pipeline, waiting)
@@ -236,8 +243,10 @@ def _connection_handlers(r: kopf.OperatorRegistry, ctx: Context) -> None:
     @kopf.on.event("", "v1", "secrets", registry=r, id="secret-changed")
     async def secret_changed(**kw: Any) -> None:
         # Every Secret event arrives here; only those a Connection reads cost anything.
-        readers = list(kw["connections_by_secret"].get((kw["namespace"], kw["name"]), []))
+        key = (kw["namespace"], kw["name"])
+        readers = list(kw["connections_by_secret"].get(key, []))
         await _resync_all(ctx, reconcile_connection, readers)
+        await _resync_all(ctx, reconcile_trigger, list(kw["webhooks_by_secret"].get(key, [])))
 
 
 def _admission_handlers(r: kopf.OperatorRegistry, ctx: Context) -> None:

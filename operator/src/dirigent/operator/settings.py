@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["OperatorSettings"]
@@ -44,6 +44,16 @@ class OperatorSettings(BaseSettings):
     lease_name: str = "dirigent-operator"
     lease_seconds: float = Field(default=15.0, gt=0, description="How long a lease is held.")
     renew_seconds: float = Field(default=5.0, gt=0, description="How often the holder renews.")
+    renew_deadline_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="A holder that has not renewed for this long stops leading; shorter than "
+        "lease_seconds, so it stops before a standby may take the Lease (default: two thirds "
+        "of lease_seconds).",
+    )
+    kube_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="Deadline of every call the operator makes to Kubernetes."
+    )
     identity: str | None = Field(default=None, description="This instance's name in the Lease.")
     resync_seconds: float = Field(
         default=60.0, gt=0, description="Full status resync from the engine, beside events."
@@ -55,3 +65,17 @@ class OperatorSettings(BaseSettings):
         default=10.0, gt=0, description="How long one check() may take before it is Unhealthy."
     )
     hook_base_path: str = Field(default="/hooks", description="Path prefix of webhook URLs.")
+
+    @property
+    def renew_deadline(self) -> float:
+        given = self.renew_deadline_seconds
+        return given if given is not None else self.lease_seconds * 2 / 3
+
+    @model_validator(mode="after")
+    def _deadline_before_expiry(self) -> OperatorSettings:
+        if not self.renew_seconds < self.renew_deadline < self.lease_seconds:
+            raise ValueError(
+                "renew_seconds < renew_deadline_seconds < lease_seconds must hold: a holder "
+                "that cannot renew must stop leading before its Lease can be taken"
+            )
+        return self

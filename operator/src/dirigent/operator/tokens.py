@@ -8,7 +8,11 @@ Invariants:
   annotation ``dirigent.dev/rotate-token`` is present; the caller clears the annotation
   after the engine holds the new hash, so a crash in between rotates again rather than
   leaving the engine and the Secret disagreeing;
-- the Secret carries an owner reference to the Webhook, so deleting the Webhook deletes it.
+- the Secret carries an owner reference to the Webhook, so deleting the Webhook deletes it;
+- a Secret of that name that this Webhook does not own is never adopted or overwritten
+  (``TokenSecretNotOwned``: the Webhook's status says so): otherwise anyone who may create a
+  Webhook could have the operator overwrite any ``<name>-token`` Secret in the namespace;
+- a token Secret whose value is not text is refused the same way, never a crash loop.
 """
 
 from __future__ import annotations
@@ -19,7 +23,14 @@ from dataclasses import dataclass
 
 from .kube import Kube, ObjectRef
 
-__all__ = ["ROTATE_ANNOTATION", "TOKEN_KEY", "Token", "ensure_token", "secret_name"]
+__all__ = [
+    "ROTATE_ANNOTATION",
+    "TOKEN_KEY",
+    "Token",
+    "TokenSecretNotOwned",
+    "ensure_token",
+    "secret_name",
+]
 
 ROTATE_ANNOTATION = "dirigent.dev/rotate-token"
 TOKEN_KEY = "token"
@@ -31,6 +42,11 @@ class Token:
     value: str
     rotated: bool
     minted: bool
+
+
+class TokenSecretNotOwned(Exception):
+    """The token Secret's name is taken by a Secret this Webhook does not own (or it holds
+    something that is not a token); ``str()`` says which and what to do."""
 
 
 def secret_name(webhook: str) -> str:
@@ -45,12 +61,20 @@ def mint() -> str:
 async def ensure_token(kube: Kube, ref: ObjectRef, annotations: Mapping[str, str]) -> Token:
     """The Webhook's current token, minting or rotating it in its Secret first if needed."""
     name = secret_name(ref.name)
-    data = await kube.secret_data(ref.namespace, name)
+    found = await kube.secret(ref.namespace, name)
     rotate = ROTATE_ANNOTATION in annotations
-    if data is None:
+    if found is None:
         token = mint()
         await kube.create_secret(ref.namespace, name, {TOKEN_KEY: token}, owner=ref)
         return Token(token, rotated=rotate, minted=True)
+    if ref.uid not in found.owner_uids:
+        raise TokenSecretNotOwned(
+            f"Secret {name} exists in {ref.namespace} and is not owned by this Webhook: it is "
+            "never adopted; delete or rename that Secret, or rename the Webhook"
+        )
+    if TOKEN_KEY in found.binary:
+        raise TokenSecretNotOwned(f"Secret {name}: key {TOKEN_KEY} is not UTF-8 text")
+    data = found.data
     if rotate or not data.get(TOKEN_KEY):
         token = mint()
         await kube.replace_secret_data(ref.namespace, name, {TOKEN_KEY: token})

@@ -26,7 +26,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dirigent.engine.views import DeliveryView, FiringView, RunDetail, ScheduleView, WebhookView
+from dirigent.engine.shapes.views import (
+    DeliveryView,
+    FiringView,
+    RunDetail,
+    ScheduleView,
+    WebhookView,
+)
 
 from .conditions import condition, set_condition
 from .context import Context
@@ -117,16 +123,16 @@ async def _wanted(
     ctx: Context, kind: str, ns: str, name: str, body: Mapping[str, Any]
 ) -> dict[str, Any] | None:
     if kind == "Schedule":
-        view = await ctx.engine.schedule(ns, name)
+        view = await ctx.engine.triggers.schedule(ns, name)
         if view is None:
             return None
-        firings = await ctx.engine.firings(ns, name, limit=1)
-        run = await ctx.engine.run(ns, view.last_run_id) if view.last_run_id else None
+        firings = await ctx.engine.triggers.firings(ns, name, limit=1)
+        run = await ctx.engine.runs.get(ns, view.last_run_id) if view.last_run_id else None
         return firing_status(view, firings[0] if firings else None, run, body)
-    hook = await ctx.engine.webhook(ns, name)
+    hook = await ctx.engine.triggers.webhook(ns, name)
     if hook is None:
         return None
-    deliveries = await ctx.engine.deliveries(ns, name, limit=1)
+    deliveries = await ctx.engine.triggers.deliveries(ns, name, limit=1)
     return delivery_status(hook, deliveries[0] if deliveries else None)
 
 

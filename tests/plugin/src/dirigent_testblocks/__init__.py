@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import signal
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -314,6 +315,67 @@ class CrashOperator(Operator[CrashConfig, Empty]):
         return Empty()
 
 
+class LeaksConfig(_Config):
+    connection: str
+    how: Literal["exception", "failure", "log", "misfit"]
+
+
+class Misfit(BaseModel):
+    """A model the http connection does not fit (no such field): pydantic quoted its input."""
+
+    model_config = {"extra": "forbid"}
+    nothing: str
+
+
+LEAK = Message("testing.leaks.failed", "the upstream said: {said}")
+
+
+class LeaksOperator(Operator[LeaksConfig, Empty]):
+    """Tries to get its connection's token out, in one way a careless block would."""
+
+    spec: ClassVar[OperatorSpec] = OperatorSpec(
+        id="testing.leaks",
+        summary="Quote a secret.",
+        connection_fields=(ConnectionField(field="connection", kinds=("http",)),),
+    )
+    config_model: ClassVar[type[BaseModel]] = LeaksConfig
+    output_model: ClassVar[type[BaseModel]] = Empty
+
+    async def execute(self, config: LeaksConfig, ctx: StepContext) -> Empty:
+        if config.how == "misfit":
+            ctx.connection(config.connection, Misfit)
+        token = ctx.connection(config.connection, Credentials).token.get_secret_value()
+        if config.how == "log":
+            ctx.log.warning(f"calling with {token}", header=f"Bearer {token}")
+            raise BlockFailure(LEAK, error_class=ErrorClass.REJECTED, said="no")
+        if config.how == "failure":
+            raise BlockFailure(LEAK, error_class=ErrorClass.REJECTED, said=f"bad token {token}")
+        raise RuntimeError(f"401 from https://user:{token}@api.example.test/v1")
+
+
+class ExitsConfig(_Config):
+    raises: Literal["SystemExit", "KeyboardInterrupt", "custom"]
+
+
+class _Custom(BaseException):
+    """A BaseException of a block's own making."""
+
+
+class ExitsOperator(Operator[ExitsConfig, Empty]):
+    """Raises a BaseException from inside the block, as a careless ``sys.exit()`` would."""
+
+    spec: ClassVar[OperatorSpec] = OperatorSpec(id="testing.exits", summary="Raise SystemExit.")
+    config_model: ClassVar[type[BaseModel]] = ExitsConfig
+    output_model: ClassVar[type[BaseModel]] = Empty
+
+    async def execute(self, config: ExitsConfig, ctx: StepContext) -> Empty:
+        if config.raises == "SystemExit":
+            sys.exit(3)
+        if config.raises == "KeyboardInterrupt":
+            raise KeyboardInterrupt
+        raise _Custom("a custom BaseException")
+
+
 class TimesOutConfig(_Config):
     pass
 
@@ -375,6 +437,8 @@ class TestingPlugin:
                 PoisonOperator(),
                 CrashOperator(),
                 TimesOutOperator(),
+                ExitsOperator(),
+                LeaksOperator(),
             ],
             sensors=[TickSensor()],
             notifiers=[PostNotifier()],

@@ -27,4 +27,4 @@ async def backfill_pipeline(
     name: PipelineName,
     body: BackfillRequest,
 ) -> BackfillResult:
-    return await engine.backfill(namespace, name, body)
+    return await engine.triggers.backfill(namespace, name, body)

@@ -15,4 +15,6 @@ add_named_reads(
     "connection",
     list_summary="List connections (secrets redacted)",
     get_summary="One connection (secrets redacted)",
+    page=lambda e: e.connections.page,
+    one=lambda e: e.connections.get,
 )

@@ -23,5 +23,5 @@ async def health() -> Health:
     responses={503: {"description": "The database does not answer."}},
 )
 async def ready(engine: EngineDep) -> Health:
-    await engine.ready()
+    await engine.system.ready()
     return Health(checks={"database": "ok"})

@@ -28,7 +28,9 @@ def hooks_router(engine: Engine) -> APIRouter:
         },
     )
     async def receive(token: str, request: Request) -> JSONResponse:
-        answer = await engine.receive_webhook(token, headers=request.headers, body=request.stream())
+        answer = await engine.triggers.receive_webhook(
+            token, headers=request.headers, body=request.stream()
+        )
         if answer.run_id is not None:
             return JSONResponse(answer.body(), status_code=answer.status_code)
         # A refusal is the one Problem shape; its instance never repeats the token.

@@ -37,8 +37,8 @@ from dirigent.api.models import (
 )
 from dirigent.api.problems import ApiProblem, documented, not_found
 from dirigent.engine import RunRequest
-from dirigent.engine.manifests.loading import parse_manifest
-from dirigent.engine.problems import ProblemsError, problem
+from dirigent.engine.shapes.manifests.loading import parse_manifest
+from dirigent.engine.shapes.problems import ProblemsError, problem
 
 router = APIRouter(prefix="/namespaces/{namespace}/pipelines", tags=["pipelines"])
 
@@ -77,7 +77,7 @@ async def list_pipelines(
     limit: Limit = 50,
     after: After = None,
 ) -> Page[PipelineSummary]:
-    return await engine.pipelines(namespace, cursor=after, limit=limit)
+    return await engine.pipelines.page(namespace, cursor=after, limit=limit)
 
 
 @router.post(
@@ -100,8 +100,8 @@ async def apply_manifest(
     _check_applicable(manifest.kind, manifest.metadata.namespace, namespace, document)
     kind_right = Permission("create", RESOURCE_OF_KIND[manifest.kind])
     await authorize(auth, principal, kind_right, namespace)
-    plan = await engine.plan(manifest, namespace)
-    applied = await engine.apply(
+    plan = await engine.manifests.plan(manifest, namespace)
+    applied = await engine.manifests.apply(
         manifest,
         namespace,
         secret_values=document.secret_values,
@@ -166,8 +166,8 @@ def _check_applicable(
 async def get_pipeline(
     engine: EngineDep, _: CanGetPipelines, namespace: Namespace, name: PipelineName
 ) -> PipelineDetail:
-    summary = await engine.pipeline_summary(namespace, name)
-    record = await engine.pipeline(namespace, name)
+    summary = await engine.pipelines.summary(namespace, name)
+    record = await engine.pipelines.get(namespace, name)
     if summary is None or record is None:
         raise not_found("pipeline", name, namespace)
     return PipelineDetail(summary=summary, document=record.document)
@@ -184,7 +184,7 @@ async def list_versions(
     limit: Limit = 50,
     after: After = None,
 ) -> Page[PipelineVersionView]:
-    page = await engine.pipeline_versions(namespace, name, cursor=after, limit=limit)
+    page = await engine.pipelines.versions(namespace, name, cursor=after, limit=limit)
     if page is None:
         raise not_found("pipeline", name, namespace)
     return page
@@ -204,7 +204,7 @@ async def export_pipeline(
     name: PipelineName,
     version: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
 ) -> Response:
-    text = await engine.export(namespace, name, version)
+    text = await engine.pipelines.export(namespace, name, version)
     if text is None:
         what = f"{name} version {version}" if version else name
         raise not_found("pipeline", what, namespace)
@@ -219,7 +219,7 @@ async def export_pipeline(
 async def validate_pipeline(
     engine: EngineDep, _: CanGetPipelines, namespace: Namespace, name: PipelineName
 ) -> ValidationReport:
-    problems = await engine.check_stored(namespace, name)
+    problems = await engine.pipelines.check_stored(namespace, name)
     if problems is None:
         raise not_found("pipeline", name, namespace)
     return ValidationReport(valid=not problems, problems=problems)
@@ -252,7 +252,7 @@ async def run_pipeline(
         triggered_by_ref=principal.name,
         idempotency_key=f"{namespace}/{name}/{idempotency_key}" if idempotency_key else None,
     )
-    created = await engine.start_run(request)
+    created = await engine.runs.start(request)
     if not created.created:
         response.status_code = 200
     return RunCreatedView(

@@ -1,4 +1,4 @@
-"""A run's report: the markdown its pipeline's ``report`` section rendered when it settled.
+"""A run's report: the markdown its pipeline's ``report`` section rendered when it finished.
 
 Alerts link here (``run.report_url``), so a person reading an alert reaches the report with
 one click; a run whose pipeline declares no report (or whose report did not render) has none.
@@ -25,7 +25,7 @@ router = APIRouter(prefix="/namespaces/{namespace}/runs/{run_id}", tags=["runs"]
 async def get_report(
     engine: EngineDep, _: CanGetRuns, namespace: Namespace, run_id: RunId
 ) -> PlainTextResponse:
-    text = await engine.report(namespace, run_id)
+    text = await engine.runs.report(namespace, run_id)
     if text is None:
         raise not_found("report", f"of run {run_id}", namespace)
     return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from dirigent.api.auth import Principal, StreamBudget
+from dirigent.api.auth import Auth, Permission, Principal, StreamBudget
 from dirigent.api.deps import (
     After,
     CanCancelRuns,
@@ -43,9 +43,10 @@ from dirigent.api.models import (
     RunSummary,
 )
 from dirigent.api.problems import documented, not_found
-from dirigent.api.streams import Position, follow_logs, run_events
+from dirigent.api.streams import Access, Position, follow_logs, run_events
 from dirigent.engine import Engine, RunFilter
-from dirigent.engine.views import decode_key
+from dirigent.engine.shapes.views import decode_key
+from dirigent.sdk import STEP_NAME_PATTERN
 
 router = APIRouter(prefix="/namespaces/{namespace}/runs", tags=["runs"])
 
@@ -67,14 +68,14 @@ async def list_runs(
     after: After = None,
 ) -> Page[RunSummary]:
     where = RunFilter(pipeline, status, trigger, created_after, created_before)
-    return await engine.runs(namespace, where, cursor=after, limit=limit)
+    return await engine.runs.page(namespace, where, cursor=after, limit=limit)
 
 
 @router.get("/{run_id}", operation_id="getRun", summary="A run and its DAG view")
 async def get_run(
     engine: EngineDep, _: CanGetRuns, namespace: Namespace, run_id: RunId
 ) -> RunDetail:
-    found = await engine.run(namespace, run_id)
+    found = await engine.runs.get(namespace, run_id)
     if found is None:
         raise not_found("run", run_id, namespace)
     return found
@@ -86,11 +87,11 @@ async def list_items(
     _: CanGetRuns,
     namespace: Namespace,
     run_id: RunId,
-    step: Annotated[str, Query(max_length=63, pattern=r"^[a-z][a-z0-9_]*$")],
+    step: Annotated[str, Query(max_length=63, pattern=STEP_NAME_PATTERN)],
     limit: Limit = 50,
     after: After = None,
 ) -> Page[ItemView]:
-    return await engine.items(namespace, run_id, step, cursor=after, limit=limit)
+    return await engine.runs.items(namespace, run_id, step, cursor=after, limit=limit)
 
 
 @router.get("/{run_id}/attempts", operation_id="listRunAttempts", summary="A run's attempts")
@@ -103,7 +104,7 @@ async def list_attempts(
     limit: Limit = 50,
     after: After = None,
 ) -> Page[AttemptView]:
-    return await engine.attempts(namespace, run_id, step, cursor=after, limit=limit)
+    return await engine.runs.attempts(namespace, run_id, step, cursor=after, limit=limit)
 
 
 @router.get(
@@ -112,7 +113,7 @@ async def list_attempts(
 async def list_failures(
     engine: EngineDep, _: CanGetRuns, namespace: Namespace, run_id: RunId
 ) -> list[FailureView]:
-    return await engine.failures(namespace, run_id)
+    return await engine.runs.failures(namespace, run_id)
 
 
 @router.post(
@@ -126,8 +127,8 @@ async def cancel_run(
     body: CancelRequest | None = None,
 ) -> CancelReceipt:
     reason = (body or CancelRequest()).reason
-    told = await engine.cancel_run(namespace, run_id, reason=f"{reason} ({principal.name})")
-    status = await engine.run_status(namespace, run_id) or "unknown"
+    told = await engine.runs.cancel(namespace, run_id, reason=f"{reason} ({principal.name})")
+    status = await engine.runs.status(namespace, run_id) or "unknown"
     return CancelReceipt(run_id=run_id, status=status, remotes_told=told)
 
 
@@ -146,7 +147,7 @@ async def retry_run(
     body: RetryRequest,
     idempotency_key: RequiredIdempotencyKey,
 ) -> RetryReceipt:
-    done = await engine.retry(namespace, run_id, body.step, idempotency_key=idempotency_key)
+    done = await engine.runs.retry(namespace, run_id, body.step, idempotency_key=idempotency_key)
     return RetryReceipt(
         run_id=run_id, step=body.step, attempt_ids=list(done.attempt_ids), created=done.created
     )
@@ -172,13 +173,14 @@ async def list_logs(
     last_event_id: LastEventId = None,
 ) -> Page[LogView] | StreamingResponse:
     if follow is None:
-        return await engine.logs(namespace, run_id, cursor=after, limit=limit)
+        return await engine.runs.logs(namespace, run_id, cursor=after, limit=limit)
     cursor = after or last_event_id
     # A cursor we never sent is refused before the stream opens.
     log = decode_key(cursor, int) or 0
     await _require_run(engine, namespace, run_id)
     settings, feeds = request.app.state.stream_settings, request.app.state.feeds
-    frames = follow_logs(feeds, namespace, run_id, log, settings)
+    access = _access(request, namespace)
+    frames = follow_logs(feeds, namespace, run_id, log, settings, access)
     return _stream(streams, principal, frames)
 
 
@@ -201,11 +203,30 @@ async def stream_events(
     start = Position.parse(last_event_id)
     await _require_run(engine, namespace, run_id)
     settings, feeds = request.app.state.stream_settings, request.app.state.feeds
-    return _stream(streams, principal, run_events(feeds, namespace, run_id, start, settings))
+    frames = run_events(feeds, namespace, run_id, start, settings, _access(request, namespace))
+    return _stream(streams, principal, frames)
+
+
+def _access(request: Request, namespace: str) -> Access:
+    """The stream's access, asked again while it is open: is the token still valid, and may
+    its principal still get runs here (a revoked RoleBinding, an expired token)."""
+    auth: Auth = request.app.state.auth
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    permission = Permission("get", "runs")
+
+    async def check() -> str | None:
+        principal = await auth.authenticate(token.strip()) if scheme.lower() == "bearer" else None
+        if principal is None:
+            return "the token that opened this stream is no longer accepted"
+        if not await auth.authorize(principal, permission, namespace):
+            return f"{principal.name} may no longer {permission} in namespace {namespace}"
+        return None
+
+    return check
 
 
 async def _require_run(engine: Engine, namespace: str, run_id: int) -> None:
-    if await engine.run_status(namespace, run_id) is None:
+    if await engine.runs.status(namespace, run_id) is None:
         raise not_found("run", run_id, namespace)
 
 

@@ -14,9 +14,9 @@ router = APIRouter(tags=["system"])
 async def list_workers(
     engine: EngineDep, _: CanListWorkers, limit: Limit = 50, after: After = None
 ) -> Page[WorkerView]:
-    return await engine.workers(cursor=after, limit=limit)
+    return await engine.workers.page(cursor=after, limit=limit)
 
 
 @router.get("/system/info", operation_id="getSystemInfo", summary="What this instance runs")
 async def system_info(engine: EngineDep, _: CanGetSystem) -> SystemInfo:
-    return await engine.system_info()
+    return await engine.system.info()

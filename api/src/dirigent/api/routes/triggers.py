@@ -13,11 +13,24 @@ from dirigent.api.routes.named import Name, add_named_reads
 
 router = APIRouter(prefix="/namespaces/{namespace}", tags=["triggers"])
 
-for view, kind, list_summary, get_summary in (
-    (ScheduleView, "schedule", "List schedules by name", "One schedule's state"),
-    (WebhookView, "webhook", "List webhooks by name (tokens never shown)", "One webhook's state"),
-):
-    add_named_reads(router, view, kind, list_summary, get_summary)
+add_named_reads(
+    router,
+    ScheduleView,
+    "schedule",
+    "List schedules by name",
+    "One schedule's state",
+    page=lambda e: e.triggers.schedules,
+    one=lambda e: e.triggers.schedule,
+)
+add_named_reads(
+    router,
+    WebhookView,
+    "webhook",
+    "List webhooks by name (tokens never shown)",
+    "One webhook's state",
+    page=lambda e: e.triggers.webhooks,
+    one=lambda e: e.triggers.webhook,
+)
 
 
 @router.get(
@@ -26,8 +39,8 @@ for view, kind, list_summary, get_summary in (
 async def list_firings(
     engine: EngineDep, _: CanGetSchedules, namespace: Namespace, name: Name, limit: Limit = 50
 ) -> list[FiringView]:
-    existing(await engine.schedule(namespace, name), "schedule", name, namespace)
-    return await engine.firings(namespace, name, limit=limit)
+    existing(await engine.triggers.schedule(namespace, name), "schedule", name, namespace)
+    return await engine.triggers.firings(namespace, name, limit=limit)
 
 
 @router.get(
@@ -36,5 +49,5 @@ async def list_firings(
 async def list_deliveries(
     engine: EngineDep, _: CanGetWebhooks, namespace: Namespace, name: Name, limit: Limit = 50
 ) -> list[DeliveryView]:
-    existing(await engine.webhook(namespace, name), "webhook", name, namespace)
-    return await engine.deliveries(namespace, name, limit=limit)
+    existing(await engine.triggers.webhook(namespace, name), "webhook", name, namespace)
+    return await engine.triggers.deliveries(namespace, name, limit=limit)

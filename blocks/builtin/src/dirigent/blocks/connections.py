@@ -5,25 +5,34 @@ a pipeline names a connection and never carries them. ``SecretStr`` fields are s
 a cluster they come from ``secretKeyRef``s, are sealed at rest, and are opened only on the
 worker path. Each kind's ``check`` reaches the system and changes nothing: a GET, an SMTP
 NOOP, a ``SELECT 1``, the API server's ``/version``.
+
+No secret leaves through a check: its message is text the operator writes into a
+Connection's status and Events, so every kind's check goes through ``CheckedKind.check``,
+which turns anything the check raises into a report and redacts the connection's secret
+values (and the forms they are sent in) from the message. The models hide their input from
+validation errors (``ConnectionConfig``) for the same reason. The kubernetes kind lives with
+the Kubernetes code (``dirigent.blocks.kubernetes.connection``) and is re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
-import json
+import contextlib
+import re
 import smtplib
 import ssl
 import time
-from typing import Any, ClassVar, Literal
+from collections.abc import Iterable
+from typing import ClassVar, Literal
+from urllib.parse import unquote, urlsplit
 
 import httpx
-import yaml
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, Field, SecretStr
 
-from dirigent.blocks.base import Config
-from dirigent.sdk import ConnectionKind, Duration, HealthReport
+from dirigent.blocks.base import CheckedKind, ConnectionConfig
+from dirigent.blocks.kubernetes.connection import KubernetesConnection, KubernetesConnectionKind
+from dirigent.sdk import Duration, HealthReport, secret_values
 
 __all__ = [
     "HttpConnection",
@@ -42,7 +51,7 @@ __all__ = [
 ]
 
 
-class HttpConnection(Config):
+class HttpConnection(ConnectionConfig):
     """An HTTP API: base URL, headers, auth (bearer token or basic), TLS, timeout."""
 
     url: str = Field(description="Base URL; a step's `path` is joined to it.")
@@ -65,16 +74,25 @@ class HttpConnection(Config):
             out["Authorization"] = f"Bearer {self.token.get_secret_value()}"
         return out
 
+    def sent_secrets(self) -> frozenset[str]:
+        """The secret values, and the forms they travel in: a server echoing a request back
+        echoes the basic credential base64-encoded, never the password alone."""
+        found = set(secret_values(self))
+        if self.username is not None and self.password is not None:
+            pair = f"{self.username}:{self.password.get_secret_value()}"
+            found.add(base64.b64encode(pair.encode()).decode())
+        return frozenset(found)
+
 
 async def _reach(
-    method: str, url: str, *, verify: bool, seconds: float, **kw: object
+    method: str, url: str, *, verify: bool, seconds: float, shown: str = "", **kw: object
 ) -> HealthReport:
     started = time.monotonic()
     try:
         async with httpx.AsyncClient(verify=verify, timeout=seconds) as client:
             response = await client.request(method, url, **kw)  # type: ignore[arg-type]
     except httpx.HTTPError as err:
-        return HealthReport(ok=False, message=f"{url} is unreachable: {err!r}")
+        return HealthReport(ok=False, message=f"{shown or url} is unreachable: {err!r}")
     latency = int((time.monotonic() - started) * 1000)
     ok = response.status_code < 500 and response.status_code not in (401, 403, 404, 410)
     return HealthReport(
@@ -85,12 +103,15 @@ async def _reach(
     )
 
 
-class HttpConnectionKind(ConnectionKind[HttpConnection]):
+class HttpConnectionKind(CheckedKind[HttpConnection]):
     id: ClassVar[str] = "http"
     summary: ClassVar[str] = "An HTTP API: base URL, headers, bearer or basic auth, TLS."
     config_model: ClassVar[type[BaseModel]] = HttpConnection
 
-    async def check(self, config: HttpConnection) -> HealthReport:
+    def secrets(self, config: HttpConnection) -> Iterable[str]:
+        return config.sent_secrets()
+
+    async def reach(self, config: HttpConnection) -> HealthReport:
         started = time.monotonic()
         try:
             async with httpx.AsyncClient(
@@ -110,7 +131,7 @@ class HttpConnectionKind(ConnectionKind[HttpConnection]):
         )
 
 
-class WebhookConnection(Config):
+class WebhookConnection(ConnectionConfig):
     """An outbound webhook receiver: URL, optional HMAC-SHA256 signing secret, headers."""
 
     url: str
@@ -121,12 +142,12 @@ class WebhookConnection(Config):
     timeout: Duration = Duration.of(seconds=30)
 
 
-class WebhookConnectionKind(ConnectionKind[WebhookConnection]):
+class WebhookConnectionKind(CheckedKind[WebhookConnection]):
     id: ClassVar[str] = "webhook"
     summary: ClassVar[str] = "A URL that accepts JSON POSTs, optionally HMAC-signed."
     config_model: ClassVar[type[BaseModel]] = WebhookConnection
 
-    async def check(self, config: WebhookConnection) -> HealthReport:
+    async def reach(self, config: WebhookConnection) -> HealthReport:
         # HEAD changes nothing; a receiver that only allows POST answers 405, still reachable.
         report = await _reach(
             "HEAD", config.url, verify=config.verify_tls, seconds=config.timeout.total_seconds()
@@ -136,32 +157,33 @@ class WebhookConnectionKind(ConnectionKind[WebhookConnection]):
         return report
 
 
-class SlackConnection(Config):
+class SlackConnection(ConnectionConfig):
     """A Slack incoming webhook (its URL is the credential)."""
 
     webhook_url: SecretStr
     timeout: Duration = Duration.of(seconds=30)
 
 
-class SlackConnectionKind(ConnectionKind[SlackConnection]):
+class SlackConnectionKind(CheckedKind[SlackConnection]):
     id: ClassVar[str] = "slack"
     summary: ClassVar[str] = "A Slack incoming webhook."
     config_model: ClassVar[type[BaseModel]] = SlackConnection
 
-    async def check(self, config: SlackConnection) -> HealthReport:
+    async def reach(self, config: SlackConnection) -> HealthReport:
         # An empty payload is refused with 400 (no text) without posting anything; a revoked
-        # hook answers 403/404/410.
+        # hook answers 403/404/410. The URL is the credential: the message never names it.
         report = await _reach(
             "POST",
             config.webhook_url.get_secret_value(),
             verify=True,
             seconds=config.timeout.total_seconds(),
+            shown="the Slack webhook",
             json={},
         )
         return report
 
 
-class SmtpConnection(Config):
+class SmtpConnection(ConnectionConfig):
     """An SMTP server for email: host, port, TLS mode, login, sender, default recipients."""
 
     host: str
@@ -198,12 +220,12 @@ def smtp_session(config: SmtpConnection) -> smtplib.SMTP:
     return session
 
 
-class SmtpConnectionKind(ConnectionKind[SmtpConnection]):
+class SmtpConnectionKind(CheckedKind[SmtpConnection]):
     id: ClassVar[str] = "smtp"
     summary: ClassVar[str] = "An SMTP server that sends email."
     config_model: ClassVar[type[BaseModel]] = SmtpConnection
 
-    async def check(self, config: SmtpConnection) -> HealthReport:
+    async def reach(self, config: SmtpConnection) -> HealthReport:
         def noop() -> int:
             session = smtp_session(config)
             try:
@@ -224,117 +246,32 @@ class SmtpConnectionKind(ConnectionKind[SmtpConnection]):
         )
 
 
-class KubernetesConnection(Config):
-    """A Kubernetes API server, reached one of three ways (give exactly one, or none for the
-    default kubeconfig): ``inCluster``; a ``kubeconfig`` (its YAML text, a secret) or a
-    ``kubeconfigPath``; or a ``server`` with a bearer ``token`` and the ``certificateAuthority``
-    that signed the server's certificate."""
-
-    in_cluster: bool = Field(default=False, description="Use the pod's service account.")
-    kubeconfig: SecretStr | None = Field(default=None, description="Kubeconfig YAML text.")
-    kubeconfig_path: str | None = Field(default=None, description="Path to a kubeconfig.")
-    context: str | None = Field(default=None, description="A context of the kubeconfig.")
-    server: str | None = Field(default=None, description="API server URL, e.g. https://host:6443.")
-    token: SecretStr | None = Field(default=None, description="Bearer token, with `server`.")
-    certificate_authority: str | None = Field(
-        default=None, description="PEM of the CA that signed the server's certificate."
-    )
-    qps: float = Field(default=20.0, gt=0, description="Requests per second to the API server.")
-    burst: int = Field(default=40, ge=1, description="Requests allowed at once above qps.")
-
-    @model_validator(mode="after")
-    def _one_way(self) -> KubernetesConnection:
-        ways = [
-            name
-            for name, given in (
-                ("inCluster", self.in_cluster),
-                ("kubeconfig", self.kubeconfig is not None),
-                ("kubeconfigPath", self.kubeconfig_path is not None),
-                ("server", self.server is not None),
-            )
-            if given
-        ]
-        if len(ways) > 1:
-            raise ValueError(f"give one way to reach the cluster, not {' and '.join(ways)}")
-        if (self.server is None) != (self.token is None):
-            raise ValueError("'server' and 'token' go together")
-        return self
-
-    def kubeconfig_dict(self) -> dict[str, Any] | None:
-        """The connection as a kubeconfig (from its text, or built from server and token);
-        None when it names a file, the pod's account or nothing."""
-        if self.kubeconfig is not None:
-            data: dict[str, Any] = yaml.safe_load(self.kubeconfig.get_secret_value())
-            return data
-        if self.server is None or self.token is None:
-            return None
-        cluster: dict[str, Any] = {"server": self.server}
-        if self.certificate_authority is not None:
-            pem = self.certificate_authority.encode()
-            cluster["certificate-authority-data"] = base64.b64encode(pem).decode()
-        return {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "cluster", "cluster": cluster}],
-            "users": [{"name": "user", "user": {"token": self.token.get_secret_value()}}],
-            "contexts": [{"name": "ctx", "context": {"cluster": "cluster", "user": "user"}}],
-            "current-context": "ctx",
-        }
-
-    def identity(self) -> str:
-        """A digest of everything that says how to reach the cluster (secrets included), so
-        a process can keep one client per distinct connection and drop a changed one."""
-        parts = [
-            self.in_cluster,
-            self.kubeconfig.get_secret_value() if self.kubeconfig else None,
-            self.kubeconfig_path,
-            self.context,
-            self.server,
-            self.token.get_secret_value() if self.token else None,
-            self.certificate_authority,
-            self.qps,
-            self.burst,
-        ]
-        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
-
-
-class KubernetesConnectionKind(ConnectionKind[KubernetesConnection]):
-    id: ClassVar[str] = "kubernetes"
-    summary: ClassVar[str] = (
-        "A Kubernetes API server: in-cluster, a kubeconfig, or a server with a token and CA."
-    )
-    config_model: ClassVar[type[BaseModel]] = KubernetesConnection
-
-    async def check(self, config: KubernetesConnection) -> HealthReport:
-        from dirigent.blocks.kubernetes.client import KubeClient
-
-        started = time.monotonic()
-        try:
-            async with KubeClient.connect(config) as kube:
-                version = await kube.server_version()
-        except Exception as err:
-            return HealthReport(ok=False, message=f"API server unreachable: {err}")
-        return HealthReport(
-            ok=True,
-            message=f"API server {version}",
-            latency_ms=int((time.monotonic() - started) * 1000),
-            details={"version": version},
-        )
-
-
-class PostgresConnection(Config):
+class PostgresConnection(ConnectionConfig):
     """A PostgreSQL database, by DSN."""
 
     dsn: SecretStr = Field(description="postgresql://user:password@host:port/database")
     timeout: Duration = Duration.of(seconds=10)
 
+    def secret_parts(self) -> frozenset[str]:
+        """The DSN, and the password inside it (a driver's error may quote either)."""
+        dsn = self.dsn.get_secret_value()
+        found = {dsn, *re.findall(r"password=([^\s&]+)", dsn)}
+        with contextlib.suppress(ValueError):
+            password = urlsplit(dsn).password
+            if password:
+                found |= {password, unquote(password)}
+        return frozenset(found)
 
-class PostgresConnectionKind(ConnectionKind[PostgresConnection]):
+
+class PostgresConnectionKind(CheckedKind[PostgresConnection]):
     id: ClassVar[str] = "postgres"
     summary: ClassVar[str] = "A PostgreSQL database."
     config_model: ClassVar[type[BaseModel]] = PostgresConnection
 
-    async def check(self, config: PostgresConnection) -> HealthReport:
+    def secrets(self, config: PostgresConnection) -> Iterable[str]:
+        return config.secret_parts()
+
+    async def reach(self, config: PostgresConnection) -> HealthReport:
         import asyncpg
 
         started = time.monotonic()

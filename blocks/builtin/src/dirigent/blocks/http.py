@@ -9,6 +9,15 @@ the server said when to come back; a longer one fails the attempt as transient w
 Transport retries (a refused or reset connection before anything was sent) are made only
 for idempotent methods, so a POST is never sent twice by us.
 
+A connection's credentials stay with its host: ``path`` is resolved against the connection's
+base URL, and a path that would leave it (an absolute URL, a scheme-relative ``//host``, or
+anything whose resolved scheme, host or port differs) is refused (``http.path.host_change``)
+at apply when the path is written out, else before anything is sent; a step that needs
+another host names another connection. Redirects are never followed. No error, output or
+log line carries the connection's secret values (the token, the password, the basic
+credential as sent): they are redacted before a body is cut to its quoted length, and from
+a body stored above ``maxInline`` as it streams (a later step could read it back).
+
 The response body is read as a stream: up to ``maxInline`` it lands in the output (parsed
 as ``json`` when it is JSON, else ``text``); above that the whole body goes to storage
 under the attempt's scratch and the output carries its URI, so memory stays bounded.
@@ -18,11 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar, Literal
-from urllib.parse import urljoin, urlparse
+from urllib.parse import urljoin, urlparse, urlsplit
 
 import httpx
 import jq
@@ -45,6 +55,9 @@ from dirigent.sdk import (
     StepContext,
     classify_default,
     http_status_class,
+    redact,
+    redact_json,
+    redacting,
 )
 
 __all__ = ["HttpReadySensor", "HttpRequestOperator"]
@@ -58,6 +71,12 @@ TARGET_BOTH = Message(
 TARGET_NONE = Message("http.target.missing", "give an absolute 'url', or a 'connection' and 'path'")
 URL_RELATIVE = Message(
     "http.url.relative", "'{url}' is not an absolute http(s) URL; use 'connection' and 'path'"
+)
+HOST_CHANGE = Message(
+    "http.path.host_change",
+    "path '{path}' would leave connection '{connection}': a path is joined to the "
+    "connection's base URL and cannot change its scheme, host or port; to reach another "
+    "host, name another connection",
 )
 BODY_BOTH = Message("http.body.ambiguous", "give 'json' or 'body', not both")
 CONDITION_INVALID = Message("http.condition.invalid", "condition does not compile: {error}")
@@ -87,20 +106,74 @@ def check_target(config: Target) -> list[Issue]:
         parsed = urlparse(config.url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             return [Issue.of(URL_RELATIVE, location=("url",), url=config.url)]
+    if config.connection is not None and not has_reference(config.path) and _leaves(config.path):
+        return [
+            Issue.of(
+                HOST_CHANGE, location=("path",), path=config.path, connection=config.connection
+            )
+        ]
     return []
 
 
+SCHEME_RELATIVE = re.compile(r"^\s*[/\\]{2}")
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _leaves(path: str) -> bool:
+    """A path that names a host of its own: absolute (``https://x``) or scheme-relative."""
+    try:
+        netloc = urlsplit(path.strip()).netloc
+    except ValueError:  # e.g. an unclosed "[" of an IPv6 host: it names a host, badly
+        return True
+    return bool(SCHEME_RELATIVE.match(path)) or bool(netloc)
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parsed = httpx.URL(url)
+    return parsed.scheme, parsed.host, parsed.port or DEFAULT_PORTS.get(parsed.scheme)
+
+
+def resolve(base: str, path: str, connection: str) -> str:
+    """``path`` joined under ``base``; refused (rejected) if the result leaves base's origin.
+
+    A leading ``/`` stays under the base path (``/items`` on ``https://h/api`` is
+    ``https://h/api/items``); a first segment with a colon (``documents:batchGet``) is a
+    path, not a scheme.
+    """
+    if not path:
+        return base
+    refusal = BlockFailure(
+        HOST_CHANGE, error_class=ErrorClass.REJECTED, path=path, connection=connection
+    )
+    if _leaves(path):
+        raise refusal
+    relative = path.lstrip("/")
+    if ":" in relative.split("/", 1)[0]:
+        relative = "./" + relative
+    url = urljoin(base if base.endswith("/") else base + "/", relative)
+    try:
+        same = _origin(url) == _origin(base)
+    except httpx.InvalidURL:
+        same = False
+    if not same:
+        raise refusal
+    return url
+
+
 class Prepared:
-    """A target resolved against its connection: the URL, headers, auth, TLS and timeout."""
+    """A target resolved against its connection: the URL, headers, auth, TLS and timeout,
+    and the secret values nothing this request reports may carry."""
 
     def __init__(self, config: Target, ctx: StepContext) -> None:
         conn = ctx.connection(config.connection, HttpConnection) if config.connection else None
+        self.secrets: frozenset[str] = frozenset()
         if conn is not None:
-            base = conn.url if conn.url.endswith("/") else conn.url + "/"
-            self.url = urljoin(base, config.path.lstrip("/")) if config.path else conn.url
+            assert config.connection is not None
+            self.url = resolve(conn.url, config.path, config.connection)
             self.headers = {**conn.all_headers(), **config.headers}
             self.auth = conn.auth()
             self.verify = conn.verify_tls
+            self.secrets = conn.sent_secrets()
             timeout = config.timeout or conn.timeout
         else:
             assert config.url is not None
@@ -112,24 +185,38 @@ class Prepared:
         self.timeout = timeout
         self.query = config.query
 
+    def hide(self, text: str) -> str:
+        """``text`` without this request's secret values."""
+        return redact(text, self.secrets)
+
     @asynccontextmanager
     async def client(self, method: str) -> AsyncIterator[httpx.AsyncClient]:
         transport = httpx.AsyncHTTPTransport(
             verify=self.verify, retries=2 if method in IDEMPOTENT else 0
         )
+        # follow_redirects stays off: a redirect is an answer, never a second request that
+        # could carry the connection's credentials somewhere else.
         async with httpx.AsyncClient(
-            transport=transport, timeout=self.timeout.total_seconds(), auth=self.auth
+            transport=transport,
+            timeout=self.timeout.total_seconds(),
+            auth=self.auth,
+            follow_redirects=False,
         ) as client:
             yield client
 
 
-def failure_for(err: Exception, method: str, url: str, timeout: Duration) -> BlockFailure:
+def failure_for(err: Exception, method: str, p: Prepared) -> BlockFailure:
+    url = p.hide(p.url)
     if isinstance(err, httpx.TimeoutException):
         return BlockFailure(
-            TIMEOUT, error_class=ErrorClass.TRANSIENT, method=method, url=url, timeout=timeout
+            TIMEOUT, error_class=ErrorClass.TRANSIENT, method=method, url=url, timeout=p.timeout
         )
     return BlockFailure(
-        TRANSPORT, error_class=ErrorClass.TRANSIENT, method=method, url=url, error=repr(err)
+        TRANSPORT,
+        error_class=ErrorClass.TRANSIENT,
+        method=method,
+        url=url,
+        error=p.hide(repr(err)),
     )
 
 
@@ -186,18 +273,18 @@ class HttpRequestOperator(Operator[RequestConfig, RequestOutput]):
                 await asyncio.sleep(wait)
                 output = await self._send(config, prepared, ctx, started)
         if output.status >= 400:
-            raise self._status_failure(config.method, prepared.url, output)
+            raise self._status_failure(config.method, prepared, output)
         return output
 
-    def _status_failure(self, method: str, url: str, out: RequestOutput) -> BlockFailure:
+    def _status_failure(self, method: str, p: Prepared, out: RequestOutput) -> BlockFailure:
         body = out.text if out.text is not None else json.dumps(out.json_body)
         return BlockFailure(
             STATUS,
             error_class=http_status_class(out.status),
             method=method,
-            url=url,
+            url=p.hide(p.url),
             status=out.status,
-            body=(body or "")[:500],
+            body=p.hide(body or "")[:500],  # redacted whole, then cut: no half secret
             retry_after_s=retry_after_from(out),
         )
 
@@ -214,9 +301,15 @@ class HttpRequestOperator(Operator[RequestConfig, RequestOutput]):
                 p.client(config.method) as client,
                 client.stream(config.method, p.url, **kwargs) as response,
             ):
-                return await read_body(response, config.max_inline.bytes, ctx, started)
+                output = await read_body(response, config.max_inline.bytes, ctx, started, p.secrets)
         except httpx.HTTPError as err:
-            raise failure_for(err, config.method, p.url, p.timeout) from err
+            raise failure_for(err, config.method, p) from err
+        if not p.secrets:
+            return output
+        # An answer echoing the request back (headers, a debug body) would put the
+        # credential in the output, which every viewer of the run reads.
+        shown = redact_json(output.model_dump(mode="json"), p.secrets)
+        return RequestOutput.model_validate(shown)
 
     def classify_error(self, error: Exception) -> ErrorClass:
         if isinstance(error, httpx.TimeoutException | httpx.TransportError):
@@ -235,23 +328,34 @@ def retry_after_from(output: RequestOutput) -> float | None:
 
 
 async def read_body(
-    response: httpx.Response, limit: int, ctx: StepContext, started: float
+    response: httpx.Response,
+    limit: int,
+    ctx: StepContext,
+    started: float,
+    secrets: frozenset[str] = frozenset(),
 ) -> RequestOutput:
-    """Up to ``limit`` bytes inline; beyond that, the whole body streamed to storage."""
+    """Up to ``limit`` bytes inline; beyond that, the whole body streamed to storage (with
+    ``secrets`` redacted: what is stored, a later step can read into its output)."""
     head = bytearray()
     body_uri: str | None = None
     size = 0
     chunks = response.aiter_bytes()
+
+    async def whole() -> AsyncIterator[bytes]:
+        nonlocal size
+        yield bytes(head)
+        async for more in chunks:
+            size += len(more)
+            yield more
+
     async for chunk in chunks:
         head += chunk
         size += len(chunk)
         if len(head) > limit:
             body_uri = f"{ctx.scratch}/steps/{ctx.step}/{ctx.attempt_id}/body"
             async with ctx.storage.open_write(body_uri, _content_type(response)) as writer:
-                await writer.write(bytes(head))
-                async for more in chunks:
-                    size += len(more)
-                    await writer.write(more)
+                async for piece in redacting(whole(), secrets):
+                    await writer.write(piece)
             break
     headers = {k.lower(): v for k, v in response.headers.items()}
     out: dict[str, Any] = {
@@ -261,6 +365,9 @@ async def read_body(
         "body_uri": body_uri,
         "elapsed_ms": int((time.monotonic() - started) * 1000),
     }
+    if secrets:  # before the cut below: a secret cut in half is no longer found
+        text = redact(bytes(head).decode("utf-8", "surrogateescape"), secrets)
+        head = bytearray(text.encode("utf-8", "surrogateescape"))
     inline = bytes(head[:limit])
     if body_uri is None and "json" in _content_type(response):
         try:
@@ -311,26 +418,29 @@ class HttpReadySensor(Sensor[ReadyConfig, ReadyOutput]):
 
     async def poke(self, config: ReadyConfig, ctx: StepContext) -> ReadyOutput | NotYet:
         p = Prepared(config, ctx)
+        shown = p.hide(p.url)
         try:
             async with p.client("GET") as client:
                 response = await client.get(p.url, params=p.query, headers=p.headers)
         except httpx.HTTPError as err:
-            return NotYet(message=f"waiting for {p.url}: not answering ({type(err).__name__})")
+            return NotYet(message=f"waiting for {shown}: not answering ({type(err).__name__})")
         if response.status_code not in config.status:
-            return NotYet(message=f"waiting for {p.url}: answered {response.status_code}")
+            return NotYet(message=f"waiting for {shown}: answered {response.status_code}")
         try:
             body: JsonValue = response.json() if response.content else None
         except ValueError:
             body = None
-        if config.condition is not None and not _holds(config.condition, body):
-            return NotYet(message=f"waiting for {p.url}: condition does not hold yet")
+        if config.condition is not None and not _holds(config.condition, body, p):
+            return NotYet(message=f"waiting for {shown}: condition does not hold yet")
+        body = redact_json(body, p.secrets)
         return ReadyOutput.model_validate({"status": response.status_code, "json": body})
 
 
-def _holds(condition: str, body: JsonValue) -> bool:
+def _holds(condition: str, body: JsonValue, p: Prepared) -> bool:
     try:
         return jq.compile(condition).input_value(body).first() is True
     except (ValueError, StopIteration) as err:
+        # jq's message can quote the value it choked on, a piece of the body.
         raise BlockFailure(
-            CONDITION_INVALID, error_class=ErrorClass.REJECTED, error=str(err)
+            CONDITION_INVALID, error_class=ErrorClass.REJECTED, error=p.hide(str(err))
         ) from err

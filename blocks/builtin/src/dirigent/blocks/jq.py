@@ -5,7 +5,9 @@ value, map is element-wise and keeps the length, filter returns a subset with el
 unmodified), the kind is the engine that keeps it. jq evaluates a program without running
 code, so these need no unsafe gate. A program that does not compile is refused at apply by
 ``check_config`` with the compiler's message; at run time the input is any JSON value, its
-references already resolved by the engine.
+references already resolved by the engine. Programs run in a child process from a pool the
+three operators share (``programs.pool``): a program that never ends is killed at the step's
+timeout, and the worker's other attempts and its lease heartbeat go on meanwhile.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import jq
 from pydantic import BaseModel, Field, JsonValue
 
 from dirigent.blocks.base import Config, Output, has_reference
+from dirigent.blocks.programs.pool import ChildPool
 from dirigent.sdk import (
     BlockFailure,
     ErrorClass,
@@ -26,7 +29,9 @@ from dirigent.sdk import (
     StepContext,
 )
 
-__all__ = ["FilterJqOperator", "MapJqOperator", "TransformJqOperator"]
+__all__ = ["CHILD", "FilterJqOperator", "MapJqOperator", "TransformJqOperator"]
+
+CHILD = "dirigent.blocks.programs.jqchild"
 
 COMPILE = Message("transform.jq.compile", "the jq program does not compile: {error}")
 RUNTIME = Message("transform.jq.runtime", "the jq program failed on its input: {error}")
@@ -55,18 +60,14 @@ class ListOutput(Output):
     count: int
 
 
-def _compile(program: str) -> Any:
-    try:
-        return jq.compile(program)
-    except ValueError as err:
-        raise BlockFailure(COMPILE, error_class=ErrorClass.REJECTED, error=str(err)) from err
-
-
-def _all(program: Any, value: JsonValue) -> list[JsonValue]:
-    try:
-        return list(program.input_value(value).all())
-    except ValueError as err:
-        raise BlockFailure(RUNTIME, error_class=ErrorClass.REJECTED, error=str(err)) from err
+async def _results(pool: ChildPool, program: str, inputs: list[JsonValue]) -> list[list[Any]]:
+    """Every result of ``program`` for each input, evaluated in a child process."""
+    answer = await pool.call({"program": program, "inputs": inputs})
+    if "error" in answer:
+        message = COMPILE if answer["error"] == "compile" else RUNTIME
+        raise BlockFailure(message, error_class=ErrorClass.REJECTED, error=answer["message"])
+    results: list[list[Any]] = answer["results"]
+    return results
 
 
 def _list_input(config: JqConfig, verb: str) -> list[JsonValue]:
@@ -79,6 +80,9 @@ def _list_input(config: JqConfig, verb: str) -> list[JsonValue]:
 
 class _Jq:
     config_model: ClassVar[type[BaseModel]] = JqConfig
+
+    def __init__(self, pool: ChildPool | None = None) -> None:
+        self.pool = pool or ChildPool(CHILD)
 
     def check_config(self, config: JqConfig) -> list[Issue]:
         if has_reference(config.program):
@@ -103,7 +107,7 @@ class TransformJqOperator(_Jq, Operator[JqConfig, TransformOutput]):
     output_model: ClassVar[type[BaseModel]] = TransformOutput
 
     async def execute(self, config: JqConfig, ctx: StepContext) -> TransformOutput:
-        results = _all(_compile(config.program), config.input)
+        [results] = await _results(self.pool, config.program, [config.input])
         return TransformOutput(value=results[0] if len(results) == 1 else results)
 
 
@@ -119,10 +123,9 @@ class MapJqOperator(_Jq, Operator[JqConfig, ListOutput]):
     output_model: ClassVar[type[BaseModel]] = ListOutput
 
     async def execute(self, config: JqConfig, ctx: StepContext) -> ListOutput:
-        program = _compile(config.program)
+        elements = _list_input(config, "map")
         out: list[JsonValue] = []
-        for index, element in enumerate(_list_input(config, "map")):
-            results = _all(program, element)
+        for index, results in enumerate(await _results(self.pool, config.program, elements)):
             if len(results) != 1:
                 raise BlockFailure(
                     MAP_ONE, error_class=ErrorClass.REJECTED, index=index, count=len(results)
@@ -143,10 +146,10 @@ class FilterJqOperator(_Jq, Operator[JqConfig, ListOutput]):
     output_model: ClassVar[type[BaseModel]] = ListOutput
 
     async def execute(self, config: JqConfig, ctx: StepContext) -> ListOutput:
-        program = _compile(config.program)
+        elements = _list_input(config, "filter")
         kept: list[JsonValue] = []
-        for index, element in enumerate(_list_input(config, "filter")):
-            results = _all(program, element)
+        answers = await _results(self.pool, config.program, elements)
+        for index, (element, results) in enumerate(zip(elements, answers, strict=True)):
             if len(results) != 1 or not isinstance(results[0], bool):
                 raise BlockFailure(
                     FILTER_BOOL, error_class=ErrorClass.REJECTED, index=index, value=results

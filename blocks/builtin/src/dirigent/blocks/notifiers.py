@@ -32,6 +32,8 @@ from dirigent.sdk import (
     NotificationMessage,
     Notifier,
     http_status_class,
+    redact,
+    secret_values,
 )
 
 __all__ = ["EmailNotifier", "LogNotifier", "SlackNotifier", "WebhookNotifier"]
@@ -93,15 +95,17 @@ class SlackNotifier(Notifier[SlackConnection]):
             async with httpx.AsyncClient(timeout=config.timeout.total_seconds()) as client:
                 response = await client.post(config.webhook_url.get_secret_value(), json=payload)
         except httpx.HTTPError as err:
+            # The webhook URL is the credential; an error about the URL would quote it.
+            error = redact(repr(err), secret_values(config))
             raise BlockFailure(
-                SLACK_TRANSPORT, error_class=ErrorClass.TRANSIENT, error=repr(err)
+                SLACK_TRANSPORT, error_class=ErrorClass.TRANSIENT, error=error
             ) from err
         if response.status_code >= 400:
             raise BlockFailure(
                 SLACK_STATUS,
                 error_class=http_status_class(response.status_code),
                 status=response.status_code,
-                body=response.text[:300],
+                body=redact(response.text, secret_values(config))[:300],
             )
 
 

@@ -10,9 +10,10 @@ from dirigent.blocks import connections as kinds
 from dirigent.blocks import notifiers
 from dirigent.blocks.core import EchoOperator, FailOperator, NoopOperator, SleepOperator, WaitSensor
 from dirigent.blocks.http import HttpReadySensor, HttpRequestOperator
-from dirigent.blocks.jq import FilterJqOperator, MapJqOperator, TransformJqOperator
+from dirigent.blocks.jq import CHILD, FilterJqOperator, MapJqOperator, TransformJqOperator
 from dirigent.blocks.kubernetes.docker import DockerRunOperator
 from dirigent.blocks.pipelines import PipelineRunOperator
+from dirigent.blocks.programs.pool import ChildPool
 from dirigent.blocks.shell import ShellRunOperator
 from dirigent.blocks.storage import (
     StorageCopyOperator,
@@ -30,6 +31,7 @@ class BuiltinPlugin:
     """Contributes the blocks, connection kinds and notifiers every dirigent instance has."""
 
     def contribute(self) -> Contribution:
+        programs = ChildPool(CHILD)  # one pool of jq children for the three operators
         return Contribution(
             operators=[
                 NoopOperator(),
@@ -38,9 +40,9 @@ class BuiltinPlugin:
                 FailOperator(),
                 HttpRequestOperator(),
                 WebhookPostOperator(),
-                TransformJqOperator(),
-                MapJqOperator(),
-                FilterJqOperator(),
+                TransformJqOperator(programs),
+                MapJqOperator(programs),
+                FilterJqOperator(programs),
                 StorageReadOperator(),
                 StorageWriteOperator(),
                 StorageCopyOperator(),

@@ -3,8 +3,19 @@
 Everything goes through ``ctx.storage``, so a block names URIs and never paths, and a
 backend package adds a scheme without these blocks changing. ``storage.read`` is the only
 way a value comes in from storage and ``storage.write`` the only way one goes out;
-``storage.copy`` moves an object without it ever being a value, streamed chunk by chunk, so
-a 1 GB copy holds one buffer. Writes are all or nothing (the backend's promise).
+``storage.copy`` moves an object without it ever being a value: on the server when one
+backend holds both ends (S3 to S3), else streamed chunk by chunk, so a 1 GB copy holds one
+buffer. Writes are all or nothing (the backend's promise).
+
+Each block takes an optional ``connection``: the Connection (for ``s3://``, of kind ``s3``)
+whose settings reach URIs outside the artifact root; without one the worker's ambient
+identity does. The artifact root always uses the installation's own settings, and a step
+reaches only its namespace's part of it (``ctx.storage`` refuses the rest).
+
+``storage.exists`` waits for a key, or for anything under a prefix (a URI ending in ``/``)
+or matching a glob. With ``resume`` a prefix watch keeps the last URI it listed in its
+cursor and lists only what sorts after it on the next poke: one short request per poke
+however long the prefix, for keys that arrive in order (dates, sequence numbers).
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ from pydantic import BaseModel, Field, JsonValue
 
 from dirigent.blocks.base import Config, Output
 from dirigent.sdk import (
+    DEFAULT_CHUNK_SIZE,
     ArtifactInfo,
     BlockFailure,
     Duration,
@@ -29,6 +41,7 @@ from dirigent.sdk import (
     Size,
     StepContext,
     classify_default,
+    glob_prefix,
 )
 
 __all__ = [
@@ -74,6 +87,13 @@ def _object(info: ArtifactInfo) -> ObjectOutput:
     )
 
 
+CONNECTION_FIELD = Field(
+    default=None,
+    description="A Connection (for s3://, of kind s3) whose settings reach URIs outside the "
+    "artifact root; unset: the worker's ambient identity.",
+)
+
+
 class _StorageBlock:
     def classify_error(self, error: Exception) -> ErrorClass:
         if isinstance(error, FileNotFoundError | PermissionError | IsADirectoryError):
@@ -85,6 +105,7 @@ class ReadConfig(Config):
     uri: str
     format: Literal["json", "text"] = Field(default="json", description="How to read the bytes.")
     max_size: Size = Field(default=Size(16 * 1024 * 1024), description="Refuse larger objects.")
+    connection: str | None = CONNECTION_FIELD
 
 
 class ReadOutput(Output):
@@ -135,6 +156,7 @@ class WriteConfig(Config):
         default="json", description="json: the value as JSON; text: the value, a string, as is."
     )
     content_type: str | None = Field(default=None, description="Default by format.")
+    connection: str | None = CONNECTION_FIELD
 
 
 class StorageWriteOperator(_StorageBlock, Operator[WriteConfig, ObjectOutput]):
@@ -163,36 +185,43 @@ class StorageWriteOperator(_StorageBlock, Operator[WriteConfig, ObjectOutput]):
 class CopyConfig(Config):
     source: str
     target: str
-    chunk_size: Size = Field(default=Size(1024 * 1024), description="Bytes held at a time.")
+    chunk_size: Size = Field(
+        default=Size(DEFAULT_CHUNK_SIZE),
+        description="Bytes held at a time when the copy streams through the worker.",
+    )
+    connection: str | None = CONNECTION_FIELD
 
 
 class StorageCopyOperator(_StorageBlock, Operator[CopyConfig, ObjectOutput]):
-    """Copies an object, streamed: memory holds one chunk, whatever the size."""
+    """Copies an object: on the server within one backend, else streamed one chunk at a time."""
 
     spec: ClassVar[OperatorSpec] = OperatorSpec(
-        id="storage.copy", summary="Copy a stored object (streamed).", idempotent=True
+        id="storage.copy",
+        summary="Copy a stored object (server-side within a backend, else streamed).",
+        idempotent=True,
     )
     config_model: ClassVar[type[BaseModel]] = CopyConfig
     output_model: ClassVar[type[BaseModel]] = ObjectOutput
 
     async def execute(self, config: CopyConfig, ctx: StepContext) -> ObjectOutput:
-        info = await _stat(ctx, config.source)
+        await _stat(ctx, config.source)
         try:
-            async with ctx.storage.open_write(config.target, info.content_type) as writer:
-                async for chunk in ctx.storage.open_read(
-                    config.source, chunk_size=max(config.chunk_size.bytes, 1)
-                ):
-                    await writer.write(chunk)
+            stored = await ctx.storage.copy(
+                config.source, config.target, chunk_size=config.chunk_size.bytes
+            )
         except PermissionError as err:
             raise _refused(err) from err
-        stored = writer.info
-        assert stored is not None
+        except FileNotFoundError as err:  # gone between the stat and the copy
+            raise BlockFailure(
+                NOT_FOUND, error_class=ErrorClass.REJECTED, uri=config.source
+            ) from err
         ctx.log.info("copied", source=config.source, target=config.target, size=stored.size)
         return _object(stored)
 
 
 class ListConfig(Config):
     pattern: str = Field(description="A glob URI: '*' within a segment, '**' across.")
+    connection: str | None = CONNECTION_FIELD
 
 
 class ListOutput(Output):
@@ -218,24 +247,38 @@ class StorageListOperator(_StorageBlock, Operator[ListConfig, ListOutput]):
 
 
 class ExistsConfig(Config):
-    uri: str = Field(description="An object URI, or a glob: holds when anything matches.")
+    uri: str = Field(
+        description="An object URI; a prefix ending in '/'; or a glob: holds when anything "
+        "there matches."
+    )
     min_size: Size = Field(default=Size(0), description="Only an object at least this big counts.")
+    resume: bool = Field(
+        default=False,
+        description="A prefix or glob watch lists only what sorts after the last URI the "
+        "previous poke listed (kept in the sensor's cursor): one short listing per poke "
+        "however long the prefix, for keys that arrive in sorted order (dates, sequence "
+        "numbers); a key sorting before one already listed is not seen.",
+    )
+    connection: str | None = CONNECTION_FIELD
 
 
 class StorageExistsSensor(_StorageBlock, Sensor[ExistsConfig, ListOutput]):
-    """Waits until an object (or anything matching a glob) exists."""
+    """Waits until an object (or anything under a prefix, or matching a glob) exists."""
 
     spec: ClassVar[SensorSpec] = SensorSpec(
         id="storage.exists",
-        summary="Wait until a stored object (or a glob match) exists.",
+        summary="Wait until a stored object (or a prefix's or a glob's match) exists.",
         default_poll=Duration.of(seconds=30),
     )
     config_model: ClassVar[type[BaseModel]] = ExistsConfig
     output_model: ClassVar[type[BaseModel]] = ListOutput
 
     async def poke(self, config: ExistsConfig, ctx: StepContext) -> ListOutput | NotYet:
+        after: str | None = None
         try:
-            if any(c in config.uri for c in "*?["):
+            if config.resume and _watches(config.uri):
+                found, after = await _listed_after(config.uri, ctx)
+            elif _watches(config.uri):
                 found = await ctx.storage.list(config.uri)
             else:
                 info = await ctx.storage.stat(config.uri)
@@ -244,5 +287,23 @@ class StorageExistsSensor(_StorageBlock, Sensor[ExistsConfig, ListOutput]):
             raise _refused(err) from err
         found = [i for i in found if i.size >= config.min_size.bytes]
         if not found:
-            return NotYet(message=f"waiting for {config.uri}")
+            cursor: dict[str, JsonValue] | None = {"after": after} if after else None
+            return NotYet(message=f"waiting for {config.uri}", cursor=cursor)
         return ListOutput(items=[_object(i) for i in found], count=len(found))
+
+
+def _watches(uri: str) -> bool:
+    """A prefix (ending in '/') or a glob: listed, not looked up as one key."""
+    return uri.endswith("/") or any(c in uri for c in "*?")
+
+
+async def _listed_after(pattern: str, ctx: StepContext) -> tuple[list[ArtifactInfo], str | None]:
+    """What matches after the cursor's URI, and the last URI listed (the next cursor)."""
+    prefix, matcher = glob_prefix(pattern)
+    last = ctx.cursor.get("after") if ctx.cursor else None
+    after = last if isinstance(last, str) else None
+    found: list[ArtifactInfo] = []
+    async for page in ctx.storage.list_pages(prefix, start_after=after):
+        found += [i for i in page if matcher is None or matcher.match(i.uri)]
+        after = page[-1].uri if page else after
+    return found, after

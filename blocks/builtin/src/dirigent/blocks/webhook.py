@@ -5,6 +5,8 @@ sent as ``sha256=<hex>`` in the connection's signature header, so the receiver c
 the body came from us unmodified. The body is serialised once and the signature computed
 over exactly those bytes. A POST is not idempotent, so the transport never resends it;
 the step's retry policy decides (5xx, 429 and timeouts transient, other 4xx rejected).
+The connection's secret values are redacted from every error, a receiver's echoed body
+included.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from dirigent.sdk import (
     OperatorSpec,
     StepContext,
     http_status_class,
+    redact,
+    secret_values,
 )
 
 __all__ = ["WebhookPostOperator", "post_json", "signature"]
@@ -54,15 +58,18 @@ async def post_json(conn: WebhookConnection, payload: JsonValue, headers: dict[s
             response = await client.post(conn.url, content=body, headers=sent)
     except httpx.HTTPError as err:
         raise BlockFailure(
-            TRANSPORT, error_class=ErrorClass.TRANSIENT, url=conn.url, error=repr(err)
+            TRANSPORT,
+            error_class=ErrorClass.TRANSIENT,
+            url=redact(conn.url, secret_values(conn)),
+            error=redact(repr(err), secret_values(conn)),
         ) from err
     if response.status_code >= 400:
         raise BlockFailure(
             STATUS,
             error_class=http_status_class(response.status_code),
-            url=conn.url,
+            url=redact(conn.url, secret_values(conn)),
             status=response.status_code,
-            body=response.text[:500],
+            body=redact(response.text, secret_values(conn))[:500],
         )
     return response.status_code
 

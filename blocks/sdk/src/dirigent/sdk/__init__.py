@@ -9,7 +9,9 @@ Modules: ``names`` (entity / step / block-id grammars), ``units`` (Duration, Siz
 ``messages`` (catalogued sentences), ``errors`` (ErrorClass, BlockFailure), ``issues``
 (check_config problems), ``specs`` (block declarations), ``results`` (handles, probe
 results, NotYet), ``context`` (StepContext and what it carries), ``blocks`` (Operator,
-Sensor), ``plugins`` (Contribution, connection kinds, notifiers, entry-point group).
+Sensor), ``storage`` (storage backends: ObjectStore, StorageBackend, their errors),
+``plugins`` (Contribution, connection kinds, notifiers, entry-point group), ``secrets``
+(redacting known secret values from text, describing a refusal without its input).
 """
 
 from pydantic import JsonValue
@@ -37,6 +39,7 @@ from dirigent.sdk.messages import Message
 from dirigent.sdk.names import (
     BLOCK_ID_PATTERN,
     ENTITY_NAME_PATTERN,
+    NAMESPACE_PATTERN,
     STEP_NAME_PATTERN,
     BlockId,
     EntityName,
@@ -60,14 +63,42 @@ from dirigent.sdk.plugins import (
     secret_fields,
 )
 from dirigent.sdk.results import NotYet, ProbeResult, ProbeStatus, RemoteHandle
+from dirigent.sdk.secrets import (
+    REDACTED,
+    redact,
+    redact_json,
+    redacting,
+    secret_values,
+    validation_summary,
+)
 from dirigent.sdk.specs import BlockSpec, ConnectionField, OperatorSpec, SensorSpec
+from dirigent.sdk.storage import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_CONTENT_TYPE,
+    SCHEME_PATTERN,
+    InvalidRange,
+    ObjectNotFound,
+    ObjectReader,
+    ObjectStore,
+    StorageBackend,
+    StorageError,
+    StorageRefused,
+    StorageUnavailable,
+    glob_prefix,
+    stream_copy,
+)
 from dirigent.sdk.units import Duration, Size
 
 __all__ = [
     "API_VERSION",
     "BLOCK_ID_PATTERN",
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_CONTENT_TYPE",
     "ENTITY_NAME_PATTERN",
     "ENTRY_POINT_GROUP",
+    "NAMESPACE_PATTERN",
+    "REDACTED",
+    "SCHEME_PATTERN",
     "STEP_NAME_PATTERN",
     "ArtifactInfo",
     "BlockFailure",
@@ -82,12 +113,16 @@ __all__ = [
     "ErrorClass",
     "FormatChecker",
     "HealthReport",
+    "InvalidRange",
     "Issue",
     "JsonValue",
     "Message",
     "NotYet",
     "NotificationMessage",
     "Notifier",
+    "ObjectNotFound",
+    "ObjectReader",
+    "ObjectStore",
     "ObjectWriter",
     "Operator",
     "OperatorSpec",
@@ -106,14 +141,25 @@ __all__ = [
     "StepLog",
     "StepName",
     "Storage",
+    "StorageBackend",
+    "StorageError",
+    "StorageRefused",
+    "StorageUnavailable",
     "block_kind",
     "classify_default",
     "entity_name_problem",
+    "glob_prefix",
     "http_status_class",
     "is_block_id",
     "is_entity_name",
     "is_step_name",
     "json_safe",
+    "redact",
+    "redact_json",
+    "redacting",
     "secret_fields",
+    "secret_values",
     "step_name_problem",
+    "stream_copy",
+    "validation_summary",
 ]

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import builtins
 import datetime as dt
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol, TypeVar
 
@@ -57,7 +57,11 @@ class StepLog(Protocol):
 
 
 class ArtifactInfo(BaseModel):
-    """What storage knows about one stored object."""
+    """What storage knows about one stored object.
+
+    ``sha256`` is the content's digest where the backend knows it (always after a write);
+    ``etag`` is the backend's version tag (S3's ETag), ``modified_at`` its last write.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -65,6 +69,8 @@ class ArtifactInfo(BaseModel):
     size: int = Field(ge=0)
     content_type: str = "application/octet-stream"
     sha256: str | None = None
+    etag: str | None = None
+    modified_at: dt.datetime | None = None
 
 
 class ObjectWriter(Protocol):
@@ -85,8 +91,13 @@ class Storage(Protocol):
 
     Streamed both ways, so moving a large object holds one buffer, never the object. Writes
     are all or nothing: a reader never sees a half-written object, and a writer left by an
-    exception leaves nothing behind. A URI whose scheme no backend serves, or a ``file://``
-    URI outside the artifact root, raises ``PermissionError``.
+    exception leaves nothing behind. Refusals raise ``PermissionError``: a URI whose scheme
+    no backend serves, a ``file://`` URI outside the artifact root, and any URI in another
+    namespace's part of the artifact root (a step reaches its own namespace's artifacts only).
+
+    Which credentials reach an object: the artifact root's own (the installation's) for URIs
+    under it; otherwise the connection the step names in its ``connection`` field, if any;
+    otherwise the worker's ambient identity (for S3, the standard ``AWS_*`` environment).
     """
 
     async def read_bytes(self, uri: str) -> bytes:
@@ -119,14 +130,33 @@ class Storage(Protocol):
         """
         ...
 
+    def list_pages(
+        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+    ) -> AsyncIterator[Sequence[ArtifactInfo]]:
+        """Objects whose URI starts with ``prefix`` (a plain string prefix), in sorted pages.
+
+        Only URIs after ``start_after`` are listed, so the last URI a sensor saw is a
+        cursor to resume from.
+        """
+        ...
+
     def open_read(self, uri: str, *, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
         """The object's content in chunks of at most ``chunk_size`` bytes."""
         ...
 
     def open_write(
-        self, uri: str, content_type: str = "application/octet-stream"
+        self, uri: str, content_type: str = "application/octet-stream", *, size: int | None = None
     ) -> AbstractAsyncContextManager[ObjectWriter]:
-        """A writer whose object appears at ``uri`` only when the block leaves cleanly."""
+        """A writer whose object appears at ``uri`` only when the block leaves cleanly.
+
+        ``size``, when known, is the exact number of bytes that will be written (a backend
+        picks its upload strategy by it; a different count fails the write).
+        """
+        ...
+
+    async def copy(self, source: str, target: str, *, chunk_size: int = 1 << 20) -> ArtifactInfo:
+        """Copy ``source`` to ``target``: on the server when one backend (and one set of
+        credentials) holds both, else streamed through the worker ``chunk_size`` at a time."""
         ...
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "BLOCK_ID_PATTERN",
     "ENTITY_NAME_MAX_LENGTH",
     "ENTITY_NAME_PATTERN",
+    "NAMESPACE_PATTERN",
     "STEP_NAME_MAX_LENGTH",
     "STEP_NAME_PATTERN",
     "BlockId",
@@ -45,6 +46,9 @@ ENTITY_NAME_PATTERN: Final = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 """A DNS label (RFC 1123) that also starts with a letter."""
 
 ENTITY_NAME_MAX_LENGTH: Final = 63
+
+NAMESPACE_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+"""A Kubernetes namespace: a DNS label (RFC 1123), which may start with a digit."""
 
 STEP_NAME_PATTERN: Final = r"^[a-z][a-z0-9_]*$"
 """snake_case: a lowercase letter, then lowercase letters, digits and underscores."""

@@ -1,8 +1,10 @@
-"""Plugins: how a package hands its blocks, connection kinds, notifiers and formats over.
+"""Plugins: how a package hands its blocks, connection kinds, notifiers, formats and
+storage backends over.
 
 Why one mechanism: a plugin package exposes one object through the ``dirigent.plugins.v1``
 entry-point group; the host calls its ``contribute()`` once at startup and never again, then
-calls blocks directly. Storage backends are not contributed here yet (``file://`` is core).
+calls blocks directly. A storage backend (``dirigent.sdk.storage``) serves one URI scheme;
+``file://`` is the host's own and no plugin may contribute it.
 
 ::
 
@@ -36,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, SecretStr
 
 from dirigent.sdk.blocks import Operator, Sensor
 from dirigent.sdk.specs import BlockSpec, OperatorSpec, SensorSpec
+from dirigent.sdk.storage import SCHEME_PATTERN, StorageBackend
 
 __all__ = [
     "API_VERSION",
@@ -57,6 +60,9 @@ API_VERSION: Final = 1
 PLUGIN_ID_PATTERN: Final = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$"
 """Connection kind and notifier ids: dotted snake_case, one segment allowed (``http``)."""
 _PLUGIN_ID_RE: Final = re.compile(PLUGIN_ID_PATTERN)
+_SCHEME_RE: Final = re.compile(SCHEME_PATTERN)
+HOST_SCHEMES: Final = frozenset({"file"})
+"""Schemes the host serves itself; a plugin contributing one is refused."""
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
@@ -157,6 +163,7 @@ class Contribution:
     connection_kinds: Sequence[ConnectionKind[Any]] = ()
     notifiers: Sequence[Notifier[Any]] = ()
     formats: Mapping[str, FormatChecker] = field(default_factory=dict)
+    storage_backends: Sequence[StorageBackend[Any]] = ()
 
     def __post_init__(self) -> None:
         if self.api_version != API_VERSION:
@@ -164,7 +171,7 @@ class Contribution:
                 f"contribution api_version {self.api_version} is not supported by this "
                 f"dirigent-sdk (speaks {API_VERSION})"
             )
-        for name in ("operators", "sensors", "connection_kinds", "notifiers"):
+        for name in ("operators", "sensors", "connection_kinds", "notifiers", "storage_backends"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         object.__setattr__(self, "formats", types.MappingProxyType(dict(self.formats)))
         self._check()
@@ -211,6 +218,32 @@ class Contribution:
         for name, check in self.formats.items():
             if not isinstance(name, str) or not name or not callable(check):
                 raise TypeError(f"format {name!r} must map a name to a callable")
+        self._check_storage_backends()
+
+    def _check_storage_backends(self) -> None:
+        schemes: set[str] = set()
+        for backend in self.storage_backends:
+            if not isinstance(backend, StorageBackend):
+                raise TypeError(f"{backend!r} is not an instance of StorageBackend")
+            cls = type(backend)
+            scheme = getattr(cls, "scheme", None)
+            if not isinstance(scheme, str) or not _SCHEME_RE.fullmatch(scheme):
+                raise TypeError(
+                    f"{cls.__qualname__}.scheme must be a lower-case URI scheme such as "
+                    f"'s3', got {scheme!r}"
+                )
+            if scheme in HOST_SCHEMES:
+                raise ValueError(f"storage scheme {scheme!r} is the host's own")
+            if scheme in schemes:
+                raise ValueError(f"storage scheme {scheme!r} is contributed twice")
+            schemes.add(scheme)
+            _require_model(backend, "config_model")
+            kind = getattr(cls, "connection_kind", None)
+            if kind is not None and not (isinstance(kind, str) and _PLUGIN_ID_RE.fullmatch(kind)):
+                raise TypeError(
+                    f"{cls.__qualname__}.connection_kind must be a connection kind id or None, "
+                    f"got {kind!r}"
+                )
 
 
 def _require_model(obj: object, attr: str) -> None:

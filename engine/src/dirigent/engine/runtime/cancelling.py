@@ -1,7 +1,7 @@
-"""Cancelling a run: one transaction settles it, then remote work is told, best-effort.
+"""Cancelling a run: one transaction finishes it, then remote work is told, best-effort.
 
 The transaction (``store.runs.cancel_run``) is what cancels: queued, waiting and running
-attempts become cancelled and the run settles as cancelled, together. Telling a remote
+attempts become cancelled and the run finishes as cancelled, together. Telling a remote
 system to stop comes after and may fail — ``cancel`` is best-effort and idempotent by
 contract — so a failure there never undoes the cancellation: the debt stays in the outbox
 and is taken again after a backoff, up to ``REMOTE_CANCEL_TRIES`` tries; the last failure is
@@ -16,16 +16,16 @@ from typing import Any
 
 import structlog
 
-from dirigent.engine.plugins import Catalog
+from dirigent.engine.infrastructure.artifacts import ArtifactStore
+from dirigent.engine.infrastructure.crypto import SecretSealer
+from dirigent.engine.infrastructure.plugins import Catalog
 from dirigent.engine.runtime.child_runs import StepRuns
 from dirigent.engine.runtime.connecting import open_declared
-from dirigent.engine.runtime.context import EngineContext
-from dirigent.engine.storage import FileStorage
-from dirigent.engine.store import runs as runs_store
-from dirigent.engine.store.crypto import SecretSealer
-from dirigent.engine.store.logs import log_run
+from dirigent.engine.runtime.context import EngineContext, storage_connection
 from dirigent.engine.store.pool import Connection, Pool, in_transaction
-from dirigent.engine.store.versions import VersionCache
+from dirigent.engine.store.transactions import runs as runs_store
+from dirigent.engine.store.transactions.logs import log_run
+from dirigent.engine.store.transactions.versions import VersionCache
 from dirigent.sdk import Operator, RemoteHandle
 
 log = structlog.get_logger("dirigent.cancel")
@@ -40,17 +40,17 @@ async def cancel_run(
     *,
     reason: str,
     catalog: Catalog,
-    storage: FileStorage,
+    storage: ArtifactStore,
     versions: VersionCache,
     remote_timeout: float = 10.0,
     sealer: SecretSealer | None = None,
 ) -> int:
     """Cancel a run; returns how many remote handles were told to cancel."""
 
-    async def settle(conn: Connection) -> None:
+    async def write(conn: Connection) -> None:
         await runs_store.cancel_run(conn, run_id, reason=reason, versions=versions)
 
-    await in_transaction(pool, settle)
+    await in_transaction(pool, write)
     return await tell_owed_remotes(
         pool,
         catalog=catalog,
@@ -65,7 +65,7 @@ async def tell_owed_remotes(
     pool: Pool,
     *,
     catalog: Catalog,
-    storage: FileStorage,
+    storage: ArtifactStore,
     run_id: int | None = None,
     remote_timeout: float = 10.0,
     sealer: SecretSealer | None = None,
@@ -109,17 +109,17 @@ async def tell_owed_remotes(
             cancel_remotes=cascade,
         )
         accepted = await _tell(h, (catalog, storage, sealer), remote_timeout, runs, pool)
-        await _settle_debt(pool, h, accepted=accepted, max_tries=max_tries)
+        await _close_debt(pool, h, accepted=accepted, max_tries=max_tries)
         told += int(accepted)
     return told
 
 
-async def _settle_debt(pool: Pool, h: dict[str, Any], *, accepted: bool, max_tries: int) -> None:
+async def _close_debt(pool: Pool, h: dict[str, Any], *, accepted: bool, max_tries: int) -> None:
     """A told remote, or the last try spent, ends the debt; otherwise its lease brings it back."""
     if not accepted and h["tries"] < max_tries:
         return
 
-    async def settle(conn: Connection) -> None:
+    async def write(conn: Connection) -> None:
         await runs_store.told_remote_cancel(conn, h["id"])
         if not accepted:
             ref = (h["handle"] or {}).get("ref")
@@ -133,14 +133,14 @@ async def _settle_debt(pool: Pool, h: dict[str, Any], *, accepted: bool, max_tri
                 step=h["step"],
             )
 
-    await in_transaction(pool, settle)
+    await in_transaction(pool, write)
     if not accepted:
         log.error("cancel.remote_abandoned", run_id=h["run_id"], attempt_id=h["id"])
 
 
 async def _tell(
     h: dict[str, Any],
-    having: tuple[Catalog, FileStorage, SecretSealer | None],
+    having: tuple[Catalog, ArtifactStore, SecretSealer | None],
     limit: float,
     runs: StepRuns,
     pool: Pool,
@@ -172,6 +172,7 @@ async def _tell(
             cursor=None,
             params={},
             storage=storage,
+            storage_connection=storage_connection(h["input"], opened),
             runs=runs,
         )
         await asyncio.wait_for(entry.block.cancel(handle, config, ctx), limit)

@@ -15,13 +15,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 
-from dirigent.engine.plugins import Catalog
-from dirigent.engine.problems import ProblemsError
-from dirigent.engine.store import lineage
+from dirigent.engine.infrastructure.plugins import Catalog
+from dirigent.engine.infrastructure.trigger_metrics import RunMetrics
+from dirigent.engine.shapes.problems import ProblemsError
+from dirigent.engine.shapes.statuses import RUN_TERMINAL
 from dirigent.engine.store.pool import Connection
-from dirigent.engine.store.runs import RunRequest
-from dirigent.engine.store.versions import VersionCache
-from dirigent.engine.trigger_metrics import RunMetrics
+from dirigent.engine.store.transactions import lineage
+from dirigent.engine.store.transactions.runs import RunRequest
+from dirigent.engine.store.transactions.versions import VersionCache
 from dirigent.sdk import BlockFailure, ErrorClass, JsonValue, Message, RunSnapshot, StartedRun
 
 ConnFactory = Callable[[], AbstractAsyncContextManager[Connection]]
@@ -119,7 +120,7 @@ class StepRuns:
             namespace=row["namespace"],
             pipeline=row["pipeline"],
             state=row["status"],
-            terminal=row["status"] in lineage.TERMINAL,
+            terminal=row["status"] in RUN_TERMINAL,
             started_at=row["started_at"],
             finished_at=row["finished_at"],
             message=row["error_message"],

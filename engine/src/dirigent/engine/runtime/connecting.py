@@ -9,6 +9,9 @@ did not name in a declared field is never taken for a connection's name.
 
 A connection of a kind the field does not take is refused before its secrets are unsealed
 (apply already refuses it; this covers a Connection changed after the pipeline was applied).
+
+``connection_reader`` is the same read for the artifact store: the installation's own
+Connection that opens the artifact root (``DIRIGENT_ARTIFACT_CONNECTION``), never a step's.
 """
 
 from __future__ import annotations
@@ -17,13 +20,21 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from dirigent.engine.store.connections import open_connection
-from dirigent.engine.store.crypto import SecretSealer
+from dirigent.engine.infrastructure.artifacts import ConnectionReader
+from dirigent.engine.infrastructure.crypto import SecretSealer
+from dirigent.engine.store.transactions.connections import open_connection
 from dirigent.sdk import BlockSpec
 
-__all__ = ["Unopenable", "open_declared"]
+__all__ = ["Opened", "Unopenable", "connection_reader", "open_declared"]
 
 ConnFactory = Callable[[], AbstractAsyncContextManager[Any]]
+
+
+class Opened(dict[str, dict[str, Any]]):
+    """Connection name -> its settings with secrets opened; ``secrets`` holds the opened
+    secret values themselves, which the engine redacts from everything the attempt reports."""
+
+    secrets: frozenset[str] = frozenset()
 
 
 class Unopenable(ValueError):
@@ -36,15 +47,17 @@ async def open_declared(
     config: Any,
     namespace: str,
     sealer: SecretSealer | None,
-) -> dict[str, dict[str, Any]]:
+) -> Opened:
     """Connection name -> its settings with secrets opened, for each declared field set.
 
     A name that matches no connection is left out (the block's ``ctx.connection`` says so
     when it asks); one of the wrong kind, or whose secrets cannot be opened, raises.
     """
-    opened: dict[str, dict[str, Any]] = {}
-    async for name, values in _each(conn_factory, spec, config, namespace, sealer):
+    opened = Opened()
+    secrets: set[str] = set()
+    async for name, values in _each(conn_factory, spec, config, namespace, sealer, secrets):
         opened[name] = values
+    opened.secrets = frozenset(secrets)
     return opened
 
 
@@ -54,6 +67,7 @@ async def _each(
     config: Any,
     namespace: str,
     sealer: SecretSealer | None,
+    secrets: set[str],
 ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     if not isinstance(config, dict):
         return
@@ -63,8 +77,20 @@ async def _each(
             continue
         try:
             async with conn_factory() as conn:
-                values = await open_connection(conn, namespace, name, sealer, declared.kinds)
+                values = await open_connection(
+                    conn, namespace, name, sealer, declared.kinds, secrets_out=secrets
+                )
         except ValueError as err:  # SealError is a ValueError
             raise Unopenable(f"connection '{name}' cannot be opened: {err}") from err
         if values is not None:
             yield name, values
+
+
+def connection_reader(conn_factory: ConnFactory, sealer: SecretSealer | None) -> ConnectionReader:
+    """Reads one Connection with its secrets opened, for the artifact store."""
+
+    async def read(namespace: str, name: str, kinds: tuple[str, ...]) -> dict[str, Any] | None:
+        async with conn_factory() as conn:
+            return await open_connection(conn, namespace, name, sealer, kinds)
+
+    return read

@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import structlog
-from pydantic import BaseModel, JsonValue
+from pydantic import BaseModel, JsonValue, ValidationError
 
-from dirigent.engine.attempts import LogLine
-from dirigent.engine.manifests.pipeline import Step
-from dirigent.engine.storage import FileStorage, Storages
+from dirigent.engine.infrastructure.artifacts import ArtifactStore, NamedSettings
+from dirigent.engine.shapes.attempts import LogLine
+from dirigent.engine.shapes.manifests.pipeline import Step
 from dirigent.sdk import BlockFailure, ErrorClass, Message, Runs, Sensor
+from dirigent.sdk.secrets import redact, validation_summary
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -40,6 +41,17 @@ def deadline_of(step: Step, block: object, first_started_at: dt.datetime) -> dt.
     if deadline is None and isinstance(block, Sensor):
         deadline = block.spec.default_deadline
     return first_started_at + deadline.to_timedelta() if deadline is not None else None
+
+
+def storage_connection(
+    config: Any, connections: Mapping[str, dict[str, Any]]
+) -> NamedSettings | None:
+    """The connection ``ctx.storage`` opens URIs outside the artifact root with: the one the
+    step's config names in ``connection`` (opened only when the block declares that field)."""
+    name = config.get("connection") if isinstance(config, dict) else None
+    if not isinstance(name, str) or name not in connections:
+        return None
+    return NamedSettings(name, connections[name])
 
 
 class BufferedLog:
@@ -83,8 +95,9 @@ class EngineContext:
         started_at: dt.datetime,
         cursor: dict[str, JsonValue] | None,
         params: Mapping[str, JsonValue],
-        storage: FileStorage,
+        storage: ArtifactStore,
         connections: Mapping[str, dict[str, Any]] | None = None,
+        storage_connection: NamedSettings | None = None,
         runs: Runs | None = None,
         timeout: dt.timedelta | None = None,
         deadline: dt.datetime | None = None,
@@ -102,10 +115,11 @@ class EngineContext:
         self.deadline = deadline
         self.cursor = cursor
         self.params = params
-        self.storage = Storages.of(storage)
-        self.scratch = storage.run_prefix(run_id)
+        self.storage = storage.for_step(namespace, storage_connection)
+        self.scratch = storage.run_prefix(namespace, run_id)
         self.log = BufferedLog({"run_id": run_id, "step": step, "attempt": attempt})
         self._connections = dict(connections or {})
+        self._secrets: frozenset[str] = getattr(connections, "secrets", frozenset())
         self._runs = runs
 
     @property
@@ -130,10 +144,17 @@ class EngineContext:
             )
         try:
             return model.model_validate(values)
-        except ValueError as err:
+        except ValidationError as err:
+            # Never quote the refused input: it holds the connection's opened secrets.
+            why = validation_summary(err, self._secrets)
             raise BlockFailure(
-                CONNECTION_UNAVAILABLE, error_class=ErrorClass.REJECTED, name=name, why=str(err)
-            ) from err
+                CONNECTION_UNAVAILABLE, error_class=ErrorClass.REJECTED, name=name, why=why
+            ) from None
+        except ValueError as err:
+            why = redact(str(err), self._secrets)
+            raise BlockFailure(
+                CONNECTION_UNAVAILABLE, error_class=ErrorClass.REJECTED, name=name, why=why
+            ) from None
 
     async def capture(
         self, name: str, data: bytes, content_type: str = "application/octet-stream"

@@ -1,7 +1,7 @@
 """Running one claimed attempt: resolve, validate, call the block, and say what happened.
 
 Nothing here writes to the database (but for the fetched result, through the hook the
-worker gives); it turns a claimed attempt into either an ``Outcome`` (to settle) or a
+worker gives); it turns a claimed attempt into either an ``Outcome`` (to record) or a
 ``Parking`` (to wait again). The worker owns the transactions. Errors are
 classified by the block (``classify_error``) into transient / rejected / unknown, which is
 all the retry policy reads.
@@ -20,12 +20,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from dirigent.engine.attempts import Artifact, Claimed, LogLine, Outcome, Parking
-from dirigent.engine.manifests.enums import TimeoutOutcome
-from dirigent.engine.manifests.pipeline import Pipeline, Step
-from dirigent.engine.manifests.references import Reference, StepPart, find_references
-from dirigent.engine.plugins import BlockEntry, Catalog
-from dirigent.engine.resolving import (
+from dirigent.engine.infrastructure.artifacts import ArtifactStore
+from dirigent.engine.infrastructure.crypto import SecretSealer
+from dirigent.engine.infrastructure.plugins import BlockEntry, Catalog
+from dirigent.engine.infrastructure.trigger_metrics import RunMetrics
+from dirigent.engine.rules.resolving import (
     NO_ITEM,
     Scope,
     UnmatchedItem,
@@ -33,12 +32,19 @@ from dirigent.engine.resolving import (
     resolve,
 )
 from dirigent.engine.runtime.child_runs import StepRuns
-from dirigent.engine.runtime.connecting import Unopenable, open_declared
-from dirigent.engine.runtime.context import EngineContext, deadline_of, timeout_of
-from dirigent.engine.storage import FileStorage
-from dirigent.engine.store.crypto import SecretSealer
-from dirigent.engine.store.upstream import read_upstream
-from dirigent.engine.trigger_metrics import RunMetrics
+from dirigent.engine.runtime.connecting import Opened, Unopenable, open_declared
+from dirigent.engine.runtime.context import (
+    EngineContext,
+    deadline_of,
+    storage_connection,
+    timeout_of,
+)
+from dirigent.engine.runtime.redacting import redacted
+from dirigent.engine.shapes.attempts import Artifact, Claimed, LogLine, Outcome, Parking
+from dirigent.engine.shapes.manifests.enums import TimeoutOutcome
+from dirigent.engine.shapes.manifests.pipeline import Pipeline, Step
+from dirigent.engine.shapes.manifests.references import Reference, StepPart, find_references
+from dirigent.engine.store.queries.upstream import read_upstream
 from dirigent.sdk import BlockFailure, ErrorClass, NotYet, Operator, RemoteHandle, Sensor
 
 T = TypeVar("T")
@@ -112,14 +118,14 @@ def failure(
 
 
 async def upstream_scope(
-    conn_factory: Any, a: Claimed, pipeline: Pipeline, step: Step, storage: FileStorage
+    conn_factory: Any, a: Claimed, pipeline: Pipeline, step: Step, storage: ArtifactStore
 ) -> Scope:
     """The values this attempt's references may read, fetched only for the steps it names."""
     scope = Scope(
         params=a.params,
         run_id=a.run_id,
-        scratch=storage.run_prefix(a.run_id),
-        artifacts=storage.root_uri,
+        scratch=storage.run_prefix(a.namespace, a.run_id),
+        artifacts=storage.namespace_root(a.namespace),
         window=a.window,
         item=a.item_value if a.run_item_id is not None else NO_ITEM,
         item_index=a.item_index,
@@ -160,14 +166,14 @@ async def succeed(
     output: BaseModel,
     ctx: EngineContext,
     started: float,
-    storage: FileStorage,
+    storage: ArtifactStore,
     settings: Settings,
     input: Any,
 ) -> Outcome:
     value = output.model_dump(mode="json")
     art, data = _artifact("output", value, settings)
     if art.inline is None:
-        art.uri = f"{storage.run_prefix(a.run_id)}/steps/{a.step}/{a.id}/output.json"
+        art.uri = f"{storage.run_prefix(a.namespace, a.run_id)}/steps/{a.step}/{a.id}/output.json"
         await storage.write_bytes(art.uri, data, art.content_type)
     duration_ms = int((time.monotonic() - started) * 1000)
     logs = [
@@ -206,7 +212,7 @@ class _Call:
     resolved: Any
     ctx: EngineContext
     started: float
-    storage: FileStorage
+    storage: ArtifactStore
     settings: Settings
     on_fetched: FetchedHook
 
@@ -246,7 +252,7 @@ async def execute_attempt(
     worker_id: str,
     pipeline: Pipeline,
     catalog: Catalog,
-    storage: FileStorage,
+    storage: ArtifactStore,
     settings: Settings,
     on_fetched: FetchedHook,
 ) -> Outcome | Parking:
@@ -279,16 +285,24 @@ async def execute_attempt(
     connections = await _open_connections(conn_factory, a, worker_id, entry, resolved, settings)
     if isinstance(connections, Outcome):
         return connections
-    ctx = _context(conn_factory, a, (step, entry), catalog, settings, storage, connections)
+    ctx = _context(
+        conn_factory, a, (step, entry), catalog, settings, storage, connections, resolved
+    )
     call = _Call(
         a, worker_id, step, entry, config, resolved, ctx, started, storage, settings, on_fetched
     )
+    secrets = connections.secrets if isinstance(connections, Opened) else frozenset()
     try:
-        return await _call_block(call)
+        return redacted(await _call_block(call), secrets)
     except asyncio.CancelledError:
         raise
     except Exception as err:
-        return _classified(call, err)
+        return redacted(_classified(call, err), secrets)
+    except BaseException as err:
+        # A block's BaseException ends its attempt, never the worker: left to propagate, it
+        # took the worker down and the attempt went back to the queue to take the next
+        # worker down too.
+        return redacted(_crashed(call, err), secrets)
 
 
 def _configure(
@@ -352,8 +366,9 @@ def _context(
     limits: tuple[Step, BlockEntry],
     catalog: Catalog,
     settings: Settings,
-    storage: FileStorage,
+    storage: ArtifactStore,
     connections: dict[str, dict[str, Any]],
+    resolved: Any,
 ) -> EngineContext:
     return EngineContext(
         connections=connections,
@@ -370,6 +385,7 @@ def _context(
         cursor=a.cursor,
         params=a.params,
         storage=storage,
+        storage_connection=storage_connection(resolved, connections),
         timeout=timeout_of(limits[0]),
         deadline=deadline_of(limits[0], limits[1].block, a.first_started_at),
     )
@@ -383,6 +399,23 @@ async def _call_block(call: _Call) -> Outcome | Parking:
     if call.a.handle is not None:
         return await _probe(call, block)
     return await _submit(call, block)
+
+
+CRASHED = "crashed"  # the error class of an attempt whose block raised a BaseException
+
+
+def _crashed(call: _Call, err: BaseException) -> Outcome:
+    """A failed outcome, never retried by the policy (only transient and unknown are)."""
+    call.ctx.log.error(
+        f"the block raised {type(err).__name__}; the attempt fails, the worker goes on"
+    )
+    return call.fail(
+        CRASHED,
+        "engine.block.crashed",
+        f"the block raised {type(err).__name__} ({err!s:.200}), which ends a process, not a "
+        "step: the attempt failed and the worker went on (raise an Exception instead)",
+        timed=True,
+    )
 
 
 def _classified(call: _Call, err: Exception) -> Outcome:
@@ -490,12 +523,12 @@ def _step_runs(conn_factory: Any, a: Claimed, catalog: Catalog, settings: Settin
 
 
 async def _probe(call: _Call, block: Operator[Any, Any]) -> Outcome | Parking:
-    """A submitted job: settle a replayed fetch, enforce the deadline, else probe it."""
+    """A submitted job: record a replayed fetch, enforce the deadline, else probe it."""
     a, step = call.a, call.step
     assert a.handle is not None
     handle = RemoteHandle.model_validate(a.handle)
     if a.fetched is not None:
-        # A replay: fetch already ran and its result was committed; settle from it.
+        # A replay: fetch already ran and its result was committed; record from it.
         return await call.succeed(block.output_model.model_validate(a.fetched))
     if _past_deadline(a, step):
         return await _deadline_failure(call, block, handle)
@@ -533,7 +566,7 @@ async def _probe(call: _Call, block: Operator[Any, Any]) -> Outcome | Parking:
 
 
 async def _fetch(call: _Call, block: Operator[Any, Any], handle: RemoteHandle) -> Outcome | Parking:
-    """The job succeeded: fetch its output, commit it, then settle from it."""
+    """The job succeeded: fetch its output, commit it, then record from it."""
     try:
         output = await bounded(
             "fetch", block.fetch(handle, call.config, call.ctx), _remote_limit(call.a, call.step)
@@ -543,7 +576,7 @@ async def _fetch(call: _Call, block: Operator[Any, Any], handle: RemoteHandle) -
     except Exception as err:
         return await _probe_error(call, block, handle, "fetch", err)
     # Committed in its own transaction before the outcome: a worker dying between the
-    # two leaves a replay that settles from this instead of fetching again.
+    # two leaves a replay that records from this instead of fetching again.
     await call.on_fetched(call.a, output.model_dump(mode="json"))
     return await call.succeed(output)
 

@@ -17,16 +17,18 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import structlog
+from pydantic import ValidationError
 
-from dirigent.engine.plugins import Catalog
-from dirigent.engine.store import alerts
-from dirigent.engine.store.alerts import Claimed
-from dirigent.engine.store.connections import open_connection
-from dirigent.engine.store.crypto import SecretSealer
+from dirigent.engine.infrastructure.crypto import SecretSealer
+from dirigent.engine.infrastructure.plugins import Catalog
+from dirigent.engine.infrastructure.trigger_metrics import NotificationMetrics
 from dirigent.engine.store.pool import DATABASE_ERRORS, Pool, in_transaction
-from dirigent.engine.store.versions import VersionCache
-from dirigent.engine.trigger_metrics import NotificationMetrics
+from dirigent.engine.store.transactions import alerts
+from dirigent.engine.store.transactions.alerts import Claimed
+from dirigent.engine.store.transactions.connections import open_connection
+from dirigent.engine.store.transactions.versions import VersionCache
 from dirigent.sdk import NotificationMessage
+from dirigent.sdk.secrets import redact, validation_summary
 
 log = structlog.get_logger("dirigent.notify")
 
@@ -102,22 +104,30 @@ class Deliverer:
 
     async def _deliver(self, n: Claimed) -> None:
         try:
-            await asyncio.wait_for(self._send(n), self.config.lease.total_seconds() * 0.8)
+            secrets: set[str] = set()
+            await asyncio.wait_for(self._send(n, secrets), self.config.lease.total_seconds() * 0.8)
         except Exception as err:  # a channel's failure, whatever it is, spends one attempt
-            await self._failed(n, f"{type(err).__name__}: {err}")
+            # The connection's secrets (a webhook URL, a token) never reach the row or a log.
+            if isinstance(err, ValidationError):
+                said = validation_summary(err, secrets)
+            else:
+                said = redact(f"{type(err).__name__}: {err}", secrets)
+            await self._failed(n, said)
             return
         async with self.pool.acquire() as conn:
             if await alerts.delivered(conn, n, self.config.owner):
                 self.metrics.notifications.labels("delivered").inc()
 
-    async def _send(self, n: Claimed) -> None:
+    async def _send(self, n: Claimed, secrets: set[str]) -> None:
         notifier = self.catalog.notifiers.get(n.notifier)
         if notifier is None:
             raise LookupError(f"notifier '{n.notifier}' is not installed on this worker")
         values: dict[str, Any] = {}
         if n.connection is not None:
             async with self.pool.acquire() as conn:
-                found = await open_connection(conn, n.namespace, n.connection, self.sealer)
+                found = await open_connection(
+                    conn, n.namespace, n.connection, self.sealer, secrets_out=secrets
+                )
             if found is None:
                 raise LookupError(f"connection '{n.connection}' does not exist in {n.namespace}")
             values = found

@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import signal
 
-from dirigent.engine.metrics import WorkerMetrics
-from dirigent.engine.plugins import discover
+from dirigent.engine.infrastructure.artifacts import ArtifactStore
+from dirigent.engine.infrastructure.crypto import SecretSealer
+from dirigent.engine.infrastructure.metrics import WorkerMetrics
+from dirigent.engine.infrastructure.plugins import discover
+from dirigent.engine.infrastructure.settings import EngineSettings
+from dirigent.engine.runtime.connecting import connection_reader
 from dirigent.engine.runtime.worker import Worker, WorkerConfig
-from dirigent.engine.settings import EngineSettings
-from dirigent.engine.storage import FileStorage
-from dirigent.engine.store.crypto import SecretSealer
 from dirigent.engine.store.pool import asyncpg_dsn, create_pool
 
 
@@ -43,16 +44,19 @@ async def run_worker(settings: EngineSettings, url: str | None = None) -> None:
     url = url or settings.require_database_url()
     config = worker_config(settings)
     pool = await create_pool(url, max_size=settings.database_pool_size)
+    catalog = discover()
+    storage = ArtifactStore.from_settings(
+        settings, catalog, connection_reader(pool.acquire, config.sealer)
+    )
     try:
         metrics = WorkerMetrics()
         if settings.metrics_port is not None:
             metrics.serve(settings.metrics_port)
-        worker = Worker(
-            pool, asyncpg_dsn(url), discover(), FileStorage(settings.artifact_root), config, metrics
-        )
+        worker = Worker(pool, asyncpg_dsn(url), catalog, storage, config, metrics)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, worker.stop)
         await worker.run()
     finally:
+        await storage.aclose()  # the stores the worker opened, once its attempts are done
         await pool.close()

@@ -20,12 +20,12 @@ from typing import Any
 
 import structlog
 
-from dirigent.engine.attempts import LogLine, Outcome, Parking
-from dirigent.engine.storable import storable_text, storable_value, unstorable_path
-from dirigent.engine.store import counting
-from dirigent.engine.store.outcomes import Settled, will_retry
+from dirigent.engine.shapes.attempts import LogLine, Outcome, Parking
+from dirigent.engine.shapes.storable import storable_text, storable_value, unstorable_path
 from dirigent.engine.store.pool import UNSTORABLE_ERRORS, Connection, Pool, in_transaction
-from dirigent.engine.store.versions import VersionCache
+from dirigent.engine.store.transactions import counting
+from dirigent.engine.store.transactions.outcomes import RecordResult, will_retry
+from dirigent.engine.store.transactions.versions import VersionCache
 from dirigent.sdk import ErrorClass
 
 log = structlog.get_logger("dirigent.worker")
@@ -33,7 +33,9 @@ log = structlog.get_logger("dirigent.worker")
 UNSTORABLE = "engine.value.unstorable"
 Entry = Outcome | Parking
 Writer = Callable[[Connection, list[Outcome], list[Parking]], Awaitable[Any]]
-Written = tuple[set[int], dict[int, Settled]]  # a writer's result: parked ids, settled outcomes
+Written = tuple[
+    set[int], dict[int, RecordResult]
+]  # a writer's result: parked ids, recorded outcomes
 
 
 def _where(*path: str | int) -> str:
@@ -153,10 +155,10 @@ def countable(outcome: Outcome, versions: VersionCache) -> bool:
 async def count_items(
     pool: Pool, versions: VersionCache, worker_id: str, outcomes: list[Outcome]
 ) -> list[tuple[Entry, Written]] | None:
-    """Count ``countable`` outcomes in autocommit, then settle the steps they end.
+    """Count ``countable`` outcomes in autocommit, then finish the steps they end.
 
     None when the count failed (nothing was written: the caller records the batch the usual
-    way). A settle that fails after the count is left to the sweeper (``counting``).
+    way). A finish that fails after the count is left to the sweeper (``counting``).
     """
     try:
         async with pool.acquire() as conn:
@@ -169,14 +171,14 @@ async def count_items(
     if ended:
         try:
             runs = await in_transaction(
-                pool, lambda conn: counting.settle_counted(conn, ended, versions)
+                pool, lambda conn: counting.finish_counted(conn, ended, versions)
             )
         except Exception:
-            log.exception("step.settle_failed", steps=[s for _, _, s in ended])
-    settled = {
-        o.attempt.id: Settled(run_status=runs.get(o.attempt.run_id))
+            log.exception("step.finish_failed", steps=[s for _, _, s in ended])
+    recorded = {
+        o.attempt.id: RecordResult(run_status=runs.get(o.attempt.run_id))
         if o.attempt.id in accepted
-        else Settled(discarded=True)
+        else RecordResult(discarded=True)
         for o in outcomes
     }
-    return [(o, (set(), settled)) for o in outcomes]
+    return [(o, (set(), recorded)) for o in outcomes]

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from dirigent.engine.firing import DEFAULT_GRACE
-from dirigent.engine.store import leadership, schedules
+from dirigent.engine.infrastructure.trigger_metrics import RunMetrics, SchedulerMetrics
+from dirigent.engine.rules.firing import DEFAULT_CATCH_UP, DEFAULT_GRACE
 from dirigent.engine.store.pool import DATABASE_ERRORS, Connection, Pool, connect, in_transaction
-from dirigent.engine.store.schedules import CreateRun, Fired
-from dirigent.engine.trigger_metrics import RunMetrics, SchedulerMetrics
+from dirigent.engine.store.transactions import leadership, schedules
+from dirigent.engine.store.transactions.schedules import CreateRun, Fired
 
 log = structlog.get_logger("dirigent.scheduler")
 
@@ -39,6 +39,7 @@ def _utcnow() -> dt.datetime:
 class SchedulerConfig:
     tick: float = 1.0  # the longest a leader sleeps between looks at the clock
     grace: dt.timedelta = DEFAULT_GRACE
+    catch_up: int = DEFAULT_CATCH_UP  # slots one schedule may owe before the rest misfire
     batch: int = 200  # due schedules read per query
     concurrency: int = 2  # transactions of firings in flight at once
     per_transaction: int = 25  # firings committed together (each with its run and clock)
@@ -147,7 +148,12 @@ class Scheduler:
             made = []
             for schedule_id in ids:
                 fired = await schedules.fire(
-                    conn, schedule_id, now=now, grace=self.config.grace, create=self.create
+                    conn,
+                    schedule_id,
+                    now=now,
+                    grace=self.config.grace,
+                    create=self.create,
+                    catch_up=self.config.catch_up,
                 )
                 if fired is not None:
                     made.append(fired)

@@ -18,19 +18,19 @@ from typing import Any
 
 import structlog
 
-from dirigent.engine.metrics import WorkerMetrics
-from dirigent.engine.plugins import Catalog
+from dirigent.engine.infrastructure.artifacts import ArtifactStore
+from dirigent.engine.infrastructure.crypto import SecretSealer
+from dirigent.engine.infrastructure.metrics import WorkerMetrics
+from dirigent.engine.infrastructure.plugins import Catalog
 from dirigent.engine.runtime import cancelling
 from dirigent.engine.runtime.executing import failure
-from dirigent.engine.storage import FileStorage
-from dirigent.engine.store import claims, counting, sweeping
-from dirigent.engine.store import outcomes as outcome_store
-from dirigent.engine.store import workers as workers_store
-from dirigent.engine.store.crypto import SecretSealer
 from dirigent.engine.store.pool import Connection, Pool, in_transaction
-from dirigent.engine.store.runs import start_queued_run
-from dirigent.engine.store.versions import VersionCache
-from dirigent.sdk import ErrorClass
+from dirigent.engine.store.transactions import claims, counting, sweeping
+from dirigent.engine.store.transactions import outcomes as outcome_store
+from dirigent.engine.store.transactions import workers as workers_store
+from dirigent.engine.store.transactions.runs import start_queued_run
+from dirigent.engine.store.transactions.versions import VersionCache
+from dirigent.sdk import ErrorClass, StorageError
 
 log = structlog.get_logger("dirigent.worker")
 
@@ -52,7 +52,7 @@ class Sweeper:
         self,
         pool: Pool,
         catalog: Catalog,
-        storage: FileStorage,
+        storage: ArtifactStore,
         settings: SweepSettings,
         *,
         sweeper_id: str,
@@ -101,28 +101,42 @@ class Sweeper:
         self.metrics.queue_depth.set(queued)
         self.metrics.waiting.set(waiting)
         started = await self._start_stalled_queues()
-        counted = await self._settle_counted()
-        pruned, logs_pruned = await self._prune()
-        if recovered or started or stuck or pruned or logs_pruned or counted:
+        counted = await self._finish_counted()
+        pruned, logs_pruned, deliveries_pruned = await self._prune()
+        if recovered or started or stuck or pruned or logs_pruned or deliveries_pruned or counted:
             log.info(
                 "sweeper.pass",
                 attempts_recovered=len(recovered),
-                fan_outs_settled=counted,
+                fan_outs_finished=counted,
                 runs_started=started,
                 workers_gone=gone,
                 runs_stuck=stuck,
                 runs_pruned=len(pruned),
                 logs_pruned=logs_pruned,
+                deliveries_pruned=deliveries_pruned,
             )
         return {
             "recovered": recovered,
             "runs_started": started,
-            "fan_outs_settled": counted,
+            "fan_outs_finished": counted,
             "workers_gone": gone,
             "stuck": stuck,
-            "pruned": pruned,
+            "pruned": [run.id for run in pruned],
             "logs_pruned": logs_pruned,
+            "deliveries_pruned": deliveries_pruned,
         }
+
+    async def _delete_scratch(self, run: sweeping.PrunedRun) -> None:
+        """Every object under the run's scratch; a store that fails is logged, not retried
+        (the run's rows are gone: nothing would bring the pass back to it)."""
+        prefixes = [self.storage.run_prefix(run.namespace, run.id) + "/"]
+        if self.storage.files is not None:  # where scratch was before namespaces had a part
+            prefixes.append(f"{self.storage.root_uri}/runs/{run.id}/")
+        for prefix in prefixes:
+            try:
+                await self.storage.delete_prefix(prefix)
+            except (StorageError, OSError) as err:
+                log.warning("retention.scratch_left", run_id=run.id, prefix=prefix, error=str(err))
 
     async def _fail_exhausted(self) -> None:
         """Attempts that lost their lease too often fail instead of running again."""
@@ -144,21 +158,21 @@ class Sweeper:
             for a in attempts
         ]
         await in_transaction(
-            self.pool, lambda conn: outcome_store.settle_many(conn, outcomes, self.versions)
+            self.pool, lambda conn: outcome_store.record_many(conn, outcomes, self.versions)
         )
         log.warning("sweeper.attempts_unrecoverable", attempts=ids)
 
-    async def _settle_counted(self) -> list[int]:
-        """Fan-out steps their counters end that nobody settled: a worker died between
-        counting a batch and settling the step it ended (``store/counting.py``). Returns
+    async def _finish_counted(self) -> list[int]:
+        """Fan-out steps their counters end that nobody finished: a worker died between
+        counting a batch and finishing the step it ended (``store/counting.py``). Returns
         their runs."""
         async with self._conn() as conn:
-            rows = await counting.counted_unsettled(conn)
+            rows = await counting.counted_unfinished(conn)
             ended = await counting.ended(conn, rows, self.versions)
         if not ended:
             return []
         await in_transaction(
-            self.pool, lambda conn: counting.settle_counted(conn, ended, self.versions)
+            self.pool, lambda conn: counting.finish_counted(conn, ended, self.versions)
         )
         return sorted({run_id for run_id, _, _ in ended})
 
@@ -177,16 +191,20 @@ class Sweeper:
                 started.append(run_id)
         return started
 
-    async def _prune(self) -> tuple[list[int], int]:
-        """Retention, only when set: settled runs (with their scratch storage), then logs."""
-        pruned: list[int] = []
-        logs_pruned = 0
+    async def _prune(self) -> tuple[list[sweeping.PrunedRun], int, int]:
+        """Retention, only when set: finished runs (with their scratch storage), then logs and
+        webhook deliveries (their age counts like a log line's: ``retention_logs``)."""
+        pruned: list[sweeping.PrunedRun] = []
+        logs_pruned = deliveries_pruned = 0
         if self.settings.retention_runs is not None:
             async with self._conn() as conn:
                 pruned = await sweeping.prune_runs(conn, self.settings.retention_runs)
-            for run_id in pruned:  # a pruned run takes its scratch prefix with it
-                await self.storage.delete(self.storage.run_prefix(run_id))
+            for run in pruned:  # a pruned run takes its scratch with it
+                await self._delete_scratch(run)
         if self.settings.retention_logs is not None:
             async with self._conn() as conn:
                 logs_pruned = await sweeping.prune_logs(conn, self.settings.retention_logs)
-        return pruned, logs_pruned
+                deliveries_pruned = await sweeping.prune_deliveries(
+                    conn, self.settings.retention_logs
+                )
+        return pruned, logs_pruned, deliveries_pruned

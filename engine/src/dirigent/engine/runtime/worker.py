@@ -23,22 +23,22 @@ from typing import Any
 
 import structlog
 
-from dirigent.engine.attempts import Claimed, Outcome, Parking
-from dirigent.engine.metrics import WorkerMetrics
-from dirigent.engine.plugins import Catalog
+from dirigent.engine.infrastructure.artifacts import ArtifactStore
+from dirigent.engine.infrastructure.crypto import SecretSealer
+from dirigent.engine.infrastructure.metrics import WorkerMetrics
+from dirigent.engine.infrastructure.plugins import Catalog
+from dirigent.engine.infrastructure.trigger_metrics import NotificationMetrics
 from dirigent.engine.runtime import recording
 from dirigent.engine.runtime.executing import Settings, execute_attempt
 from dirigent.engine.runtime.notifying import Deliverer, DeliveryConfig
 from dirigent.engine.runtime.sweeping import Sweeper, SweepSettings
-from dirigent.engine.storage import FileStorage
-from dirigent.engine.store import claims
-from dirigent.engine.store import outcomes as outcome_store
-from dirigent.engine.store import workers as workers_store
-from dirigent.engine.store.crypto import SecretSealer
+from dirigent.engine.shapes.attempts import Claimed, Outcome, Parking
 from dirigent.engine.store.pool import Connection, Pool, listen
-from dirigent.engine.store.progress import WORK_CHANNEL
-from dirigent.engine.store.versions import VersionCache
-from dirigent.engine.trigger_metrics import NotificationMetrics
+from dirigent.engine.store.transactions import claims
+from dirigent.engine.store.transactions import outcomes as outcome_store
+from dirigent.engine.store.transactions import workers as workers_store
+from dirigent.engine.store.transactions.progress import WORK_CHANNEL
+from dirigent.engine.store.transactions.versions import VersionCache
 
 log = structlog.get_logger("dirigent.worker")
 VERSION = "0.1.0"
@@ -77,7 +77,7 @@ class Worker:
         pool: Pool,
         dsn: str,
         catalog: Catalog,
-        storage: FileStorage,
+        storage: ArtifactStore,
         config: WorkerConfig,
         metrics: WorkerMetrics | None = None,
     ) -> None:
@@ -99,14 +99,14 @@ class Worker:
         # Attempts whose block has finished and whose outcome waits for the writer's commit:
         # they hold a lease but no execution slot, so the next claim overlaps the commit.
         self._committing: set[int] = set()
-        # Outcomes wait here for the settler, which records whatever has gathered in one
-        # transaction: a wide fan-out settles in batches instead of one commit per item.
+        # Outcomes wait here for the recorder, which records whatever has gathered in one
+        # transaction: a wide fan-out records in batches instead of one commit per item.
         self._outcomes: asyncio.Queue[tuple[Outcome | Parking, asyncio.Future[None]]] = (
             asyncio.Queue()
         )
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
-        self.executed = 0  # attempts this worker settled or parked; for tests and metrics
+        self.executed = 0  # attempts this worker recorded or parked; for tests and metrics
         self.sweeper = Sweeper(
             pool,
             catalog,
@@ -152,7 +152,7 @@ class Worker:
         background = [
             asyncio.create_task(self._heartbeat_loop()),
             asyncio.create_task(self.sweeper.run()),
-            asyncio.create_task(self._settle_loop()),
+            asyncio.create_task(self._record_loop()),
             asyncio.create_task(self._deliverer().run()),
         ]
         try:
@@ -270,7 +270,7 @@ class Worker:
                 on_fetched=self._record_fetched,
             )
             result = recording.storable(executed, self.id)
-            await self._settle(result)
+            await self._record(result)
             self.executed += 1
             outcome = result.status if isinstance(result, Outcome) else "parked"
             self.metrics.attempts.labels(attempt.block, outcome).inc()
@@ -312,7 +312,7 @@ class Worker:
             self.metrics.attempts.labels(attempt.block, "released").inc()
         return released
 
-    async def _settle(self, outcome: Outcome | Parking) -> None:
+    async def _record(self, outcome: Outcome | Parking) -> None:
         """Hand the outcome (or parking) to the writer and wait until it is committed.
 
         The lease is held until then (the heartbeat keeps it); the execution slot is given
@@ -324,8 +324,8 @@ class Worker:
         await self._outcomes.put((outcome, done))
         await done
 
-    async def _settle_loop(self) -> None:
-        """The writer: records whatever has gathered, settles and parks, in one transaction."""
+    async def _record_loop(self) -> None:
+        """The writer: records the outcomes and parks the attempts gathered, in one transaction."""
         while True:
             batch = [await self._outcomes.get()]
             # Let attempts finishing in this same moment join the batch: a few loop turns,
@@ -343,18 +343,18 @@ class Worker:
             outcomes = [o for o in outcomes if o.attempt.id not in counted]
             written += await recording.record(self.pool, self._write, self.id, outcomes, parkings)
             parked: set[int] = set()
-            settled: dict[int, outcome_store.Settled] = {}
+            recorded: dict[int, outcome_store.RecordResult] = {}
             for _, (ids, by_attempt) in written:
                 parked |= ids
-                settled.update(by_attempt)
+                recorded.update(by_attempt)
             finished = {
                 (o.attempt.run_id, o.attempt.namespace, o.attempt.pipeline, s.run_status)
                 for o, _ in batch
-                if (s := settled.get(o.attempt.id)) is not None and s.run_status is not None
+                if (s := recorded.get(o.attempt.id)) is not None and s.run_status is not None
             }
             for _, namespace, pipeline, state in finished:
                 self.metrics.runs_finished.labels(namespace, pipeline, state).inc()
-            kept = {i for i, s in settled.items() if not s.discarded}
+            kept = {i for i, s in recorded.items() if not s.discarded}
             for item, done in batch:
                 if item.attempt.id not in parked | kept:
                     log.info(
@@ -372,11 +372,11 @@ class Worker:
 
     async def _write(
         self, conn: Connection, outcomes: list[Outcome], parkings: list[Parking]
-    ) -> tuple[set[int], dict[int, outcome_store.Settled]]:
+    ) -> tuple[set[int], dict[int, outcome_store.RecordResult]]:
         """One writer transaction: parkings and outcomes together (see ``store.outcomes``).
 
         Locks as few rows as the batch needs, each taken once: a batch of only outcomes is
-        locked by ``settle_many`` itself (locking it here as well cost two more round trips
+        locked by ``record_many`` itself (locking it here as well cost two more round trips
         while holding the run rows every other worker's outcome for that run waits on); a
         batch of only parkings (sensors poked, jobs probed) changes no run or step, so it
         locks just its attempt rows, in id order, and never queues behind a run's writers.
@@ -388,8 +388,8 @@ class Worker:
         elif parkings:
             await claims.lock_attempts(conn, [p.attempt.id for p in parkings])
         parked = await outcome_store.park_many(conn, self.id, parkings)
-        settled = await outcome_store.settle_many(conn, outcomes, self.versions)
-        return parked, {o.attempt.id: s for o, s in zip(outcomes, settled, strict=True)}
+        recorded = await outcome_store.record_many(conn, outcomes, self.versions)
+        return parked, {o.attempt.id: s for o, s in zip(outcomes, recorded, strict=True)}
 
     async def _record_fetched(self, attempt: Claimed, value: Any) -> None:
         async with self._conn() as conn:

@@ -14,7 +14,7 @@ from typing import Any, TypeAlias, TypeVar
 
 import asyncpg
 
-from dirigent.engine.problems import EngineUnavailable
+from dirigent.engine.shapes.problems import EngineUnavailable
 
 T = TypeVar("T")
 # What store functions take; callers above the store name the type, never use it.
@@ -28,6 +28,15 @@ DATABASE_ERRORS: tuple[type[Exception], ...] = (
     OSError,
     asyncpg.PostgresError,
     asyncpg.InterfaceError,
+)
+# The database is gone or refusing connections (down, restarting, shutting down): the
+# request may succeed later, so the door answers "unavailable", not "failed".
+UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
 )
 
 
