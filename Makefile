@@ -5,6 +5,10 @@
 
 UV ?= uv
 E2E_ARGS ?=
+# Processes per test suite (pytest-xdist; `--dist loadgroup` keeps an `xdist_group` on one
+# worker). PYTEST_WORKERS=0 runs a suite in one process, as before.
+PYTEST_WORKERS ?= 2
+XDIST = -n $(PYTEST_WORKERS) --dist loadgroup
 
 .PHONY: k8s-binaries e2e cluster-up cluster-down
 
@@ -14,7 +18,7 @@ k8s-binaries:
 
 # The e2e suite; its session fixture starts and stops its own cluster.
 e2e: $(if $(DIRIGENT_E2E_KUBECONFIG),,k8s-binaries)
-	$(UV) run pytest e2e -m e2e $(E2E_ARGS)
+	$(UV) run pytest e2e -m e2e $(XDIST) $(E2E_ARGS)
 
 # Start a local control plane that outlives this command; prints the kubeconfig path
 # (use: export KUBECONFIG=$$(make -s cluster-up)).
@@ -42,7 +46,7 @@ lint:
 # Unit and integration tests (real embedded PostgreSQL), and the storage backends' own tests
 # (the S3 backend's against a real SeaweedFS server, built once by `make s3-weed`).
 unit: s3-weed
-	$(UV) run pytest tests storage/s3/tests
+	$(UV) run pytest tests storage/s3/tests $(XDIST)
 
 # Everything CI runs: static checks, unit + integration, then e2e against a real apiserver.
 test: lint unit e2e

@@ -5,6 +5,13 @@ the first and never each other's objects. The cluster comes from harness.cluster
 existing cluster, kind, or the local control plane, in that order). Leftover dirigent
 admission webhooks are removed before and after the session, so a killed operator from an
 earlier run cannot refuse this run's requests.
+
+`make e2e` runs two pytest-xdist workers (``--dist loadgroup``). Each worker is a session of
+its own: its own control plane, dirigent system and namespaces. What exists once per machine
+is not: the real node (a lock in its home) and podman's image store (``make image``, the
+node's images). Tests touching those form one group, run by one worker one after another;
+every other module is a group of its own, so a module-scoped fixture (a helm install, a
+Prometheus stack) is set up once, not once per worker.
 """
 
 from __future__ import annotations
@@ -27,6 +34,28 @@ from e2e.harness.realnode import RealNode, prepare_real_node
 from e2e.harness.s3 import ensure_weed, uses_s3
 from e2e.harness.s3 import s3_server as s3_server  # the real S3 server, a session fixture
 from e2e.kubectl import Kubectl
+
+MACHINE_GROUP = "machine"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "machine: uses what exists once per machine (the real node, podman's image store); "
+        "under pytest-xdist these tests run on one worker, one after another",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        machine = item.get_closest_marker("machine") or "real_node" in getattr(
+            item, "fixturenames", ()
+        )
+        group = MACHINE_GROUP if machine else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

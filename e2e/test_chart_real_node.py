@@ -138,7 +138,9 @@ def _two_of_each_are_ready_and_the_leader_hands_over(install: Install, values: P
     """Two operators, two APIs, two workers, all Ready by their real probes (a standby
     operator that opened no port was killed by its liveness probe); a ``helm upgrade`` of a
     changed value completes (it never did: maxUnavailable 0 waited on a standby that never
-    became Ready); deleting the leader's pod hands the Lease over within 30 s."""
+    became Ready); deleting the leader's pod hands the Lease over within 30 s, to the standby
+    or to the Deployment's replacement pod: whichever asks first once the leader lets go (on a
+    busy machine the leader's release is slow and the fresh pod can win)."""
     kubectl, namespace = install.kubectl, install.namespace
     upgraded = install.helm.run(
         "upgrade", install.release, str(CHART), "-n", namespace, "-f", str(values),

@@ -24,7 +24,8 @@ from dirigent.engine import EmbeddedPostgres, Engine
 from e2e.harness.binaries import REPO_ROOT
 from tests.support.postgres import create_database, schema_revision
 
-pytestmark = pytest.mark.e2e
+# `machine`: podman's image store is one per machine (test_chart_real_node builds there too).
+pytestmark = [pytest.mark.e2e, pytest.mark.machine]
 
 BUILD_TIMEOUT = 1800  # a cold build makes the Debian base first (about 2 minutes here)
 

@@ -3,7 +3,9 @@
 The server starts once per pytest process; the schema is migrated once into a template
 database; each test that asks for `db_url` (or `engine`) gets its own database cloned from
 that template with CREATE DATABASE ... TEMPLATE, which takes milliseconds and keeps tests
-independent. Fixtures that need PostgreSQL mark their tests `integration` automatically.
+independent. `make unit` runs two pytest-xdist workers: each is such a process, with its own
+server, data dir (mkdtemp), port (picked free, retried if taken) and template. Fixtures
+that need PostgreSQL mark their tests `integration` automatically.
 
 Fixtures are sync where they can be (server, template, database creation) so they never
 share an event loop with the test; only `engine` is async, because an AsyncEngine belongs to

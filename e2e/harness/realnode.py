@@ -101,15 +101,24 @@ def node_home() -> Path:
 
 def prepare_real_node(pod_network: bool = True) -> list[images.ImageArchive]:
     """Install missing packages, build missing programs and images (the slow, cacheable
-    part); the pause image comes first."""
-    ensure_packages()
-    archives = images.node_images()
-    if pod_network:
-        ensure_net_binaries("cni")
-        version = pinned_versions()["KUBE_NETWORK_POLICIES_VERSION"]
-        agent = netpolicy.agent_archive(ensure_net_binaries(netpolicy.NAME), version)
-        archives.append(agent)
-    return archives
+    part); the pause image comes first.
+
+    One caller at a time per machine: two pytest-xdist workers (or a test session and
+    ``make demo-up``) would otherwise build the same image into podman's one store at once;
+    the second waits, then finds everything cached.
+    """
+    lock_path = images.cache_root() / "prepare.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ensure_packages()
+        archives = images.node_images()
+        if pod_network:
+            ensure_net_binaries("cni")
+            version = pinned_versions()["KUBE_NETWORK_POLICIES_VERSION"]
+            agent = netpolicy.agent_archive(ensure_net_binaries(netpolicy.NAME), version)
+            archives.append(agent)
+        return archives
 
 
 @dataclass

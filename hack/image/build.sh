@@ -25,6 +25,15 @@ for tool in podman mmdebstrap; do
   command -v "$tool" >/dev/null || { log "$tool is missing: apt-get install -y podman buildah runc mmdebstrap skopeo"; exit 1; }
 done
 
+# One build at a time per machine (.ci/run builds in the background while an e2e test may ask
+# for the same image): a second caller waits, then finds every layer cached.
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+if ! flock -n 9; then
+  log "another build holds $cache/.lock; waiting"
+  flock 9
+fi
+
 if [[ -z "${BASE_IMAGE:-}" ]]; then
   BASE_IMAGE="$base_tag"
   if ! podman image exists "$base_tag"; then

@@ -21,6 +21,9 @@ from tests.support.postgres import DatabaseFactory
 from tests.support.servers import free_port
 from tests.support.waiting import wait_until
 
+# One xdist worker runs the module: its API server (a module fixture) starts once, not per worker.
+pytestmark = pytest.mark.xdist_group("api-schema")
+
 TOKEN = "schema-test-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 PIPELINE = {

@@ -20,7 +20,8 @@ import yaml
 from tests.support.dev import EXAMPLES, Dev
 from tests.support.servers import free_port
 
-pytestmark = pytest.mark.integration
+# One xdist worker runs the module: its `dirigent dev` (a module fixture) starts once.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("client-server-run")]
 TOKEN = "server-run-token-0123456789"
 SECRET = """apiVersion: v1
 kind: Secret

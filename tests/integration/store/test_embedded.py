@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -126,3 +127,43 @@ def test_runs_as_a_normal_user(outside_pytest_tree: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [str(nobody.pw_uid), "postgres"]
     assert (home / "data" / "PG_VERSION").stat().st_uid == nobody.pw_uid
+
+
+@as_root
+def test_servers_starting_at_once_create_their_os_user_once() -> None:
+    """pytest-xdist workers on a fresh machine start their first servers together: each finds
+    or creates the service user, none fails on the others' useradd (it locks /etc/passwd)."""
+    name = f"dirigent-t{uuid.uuid4().hex[:8]}"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from dirigent.engine.infrastructure.embedded import _ensure_os_user
+        print("ready", flush=True)
+        sys.stdin.readline()  # all start together, once every child has imported
+        print(_ensure_os_user({name!r}).uid)
+        """
+    )
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", script],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    try:
+        for child in children:
+            assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        done = [(child.communicate(timeout=60), child.returncode) for child in children]
+    finally:
+        for child in children:
+            child.kill()
+        subprocess.run(["userdel", name], capture_output=True, check=False)
+    assert [code for _, code in done] == [0] * 4, [err for (_, err), _ in done]
+    assert len({out for (out, _), _ in done}) == 1

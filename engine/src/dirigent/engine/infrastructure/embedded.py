@@ -16,6 +16,7 @@ ancestors get the traverse bit for others (never read) so that user can reach it
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib.util
 import os
 import pwd
@@ -23,6 +24,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import weakref
 from dataclasses import dataclass
@@ -88,44 +90,58 @@ class _RunAs:
         return {"user": self.uid, "group": self.gid, "extra_groups": []}
 
 
-def _ensure_os_user(name: str) -> _RunAs:
+def _passwd_entry(name: str) -> pwd.struct_passwd | None:
     try:
-        entry = pwd.getpwnam(name)
+        return pwd.getpwnam(name)
     except KeyError:
-        entry = None
+        return None
+
+
+def _ensure_os_user(name: str) -> _RunAs:
+    entry = _passwd_entry(name)
     if entry is None:
-        commands: list[list[str]] = []
-        if shutil.which("useradd"):
-            commands.append(
-                [
-                    "useradd",
-                    "--system",
-                    "--user-group",
-                    "--no-create-home",
-                    "--home-dir",
-                    "/nonexistent",
-                    "--shell",
-                    "/usr/sbin/nologin",
-                    name,
-                ]
-            )
-        if shutil.which("adduser"):  # busybox / Alpine
-            commands.append(["adduser", "-S", "-D", "-H", name])
-        errors: list[str] = []
-        for command in commands:
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            if done.returncode == 0:
-                break
-            errors.append(f"{command[0]}: {done.stderr.strip()}")
-        try:
-            entry = pwd.getpwnam(name)
-        except KeyError:
-            raise EmbeddedPostgresError(
-                f"running as root: PostgreSQL needs an unprivileged OS user, and creating "
-                f"{name!r} failed ({'; '.join(errors) or 'no useradd or adduser found'}). "
-                f"Create it yourself or run as a normal user."
-            ) from None
+        # Processes starting their first server at once (pytest-xdist workers on a fresh
+        # machine) would both run useradd, and the loser fails on /etc/passwd's lock before
+        # the winner's entry exists: one creates at a time, each looks again under the lock.
+        lock_path = Path(tempfile.gettempdir()) / f"dirigent-useradd-{name}.lock"
+        with lock_path.open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            entry = _passwd_entry(name) or _create_os_user(name)
     return _RunAs(name=name, uid=entry.pw_uid, gid=entry.pw_gid)
+
+
+def _create_os_user(name: str) -> pwd.struct_passwd:
+    commands: list[list[str]] = []
+    if shutil.which("useradd"):
+        commands.append(
+            [
+                "useradd",
+                "--system",
+                "--user-group",
+                "--no-create-home",
+                "--home-dir",
+                "/nonexistent",
+                "--shell",
+                "/usr/sbin/nologin",
+                name,
+            ]
+        )
+    if shutil.which("adduser"):  # busybox / Alpine
+        commands.append(["adduser", "-S", "-D", "-H", name])
+    errors: list[str] = []
+    for command in commands:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode == 0:
+            break
+        errors.append(f"{command[0]}: {done.stderr.strip()}")
+    entry = _passwd_entry(name)
+    if entry is None:
+        raise EmbeddedPostgresError(
+            f"running as root: PostgreSQL needs an unprivileged OS user, and creating "
+            f"{name!r} failed ({'; '.join(errors) or 'no useradd or adduser found'}). "
+            f"Create it yourself or run as a normal user."
+        )
+    return entry
 
 
 def _grant_traverse(path: Path) -> None:
